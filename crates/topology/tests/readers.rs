@@ -1,0 +1,165 @@
+//! The readers on the fixture trees: the right groups from real shapes, and
+//! errors that name file and line from broken ones.
+
+use std::path::{Path, PathBuf};
+
+use schedlab_topology::read::{from_lscpu_file, from_sysfs, from_toml_file};
+use schedlab_topology::{parse_cpulist, preset, CpuId, CpuSet, Level, Topology};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn set(text: &str) -> CpuSet {
+    parse_cpulist(text).unwrap()
+}
+
+fn llc_sets(t: &Topology) -> Vec<CpuSet> {
+    t.llcs().iter().map(|l| l.cpus).collect()
+}
+
+#[test]
+fn ryzen_two_ccx_sysfs_has_n_and_n_plus_8_siblings() {
+    let t = from_sysfs(&fixture("ryzen-2ccx")).unwrap();
+    assert_eq!(t.num_cpus(), 16);
+    assert_eq!(
+        llc_sets(&t),
+        [set("0-3,8-11"), set("4-7,12-15")],
+        "expected the two CCXs as LLCs"
+    );
+    for c in 0..8 {
+        assert_eq!(
+            t.core_cpus(CpuId::new(c)),
+            &CpuSet::from_iter([CpuId::new(c), CpuId::new(c + 8)]),
+            "cpu{c}'s siblings"
+        );
+    }
+    assert_eq!(t.level_between(CpuId::new(3), CpuId::new(11)), Level::Smt);
+    assert_eq!(t.level_between(CpuId::new(3), CpuId::new(4)), Level::Node);
+    assert_eq!(
+        t.llcs()[1].id.index(),
+        4,
+        "an LLC is named by its first CPU"
+    );
+}
+
+#[test]
+fn the_lscpu_form_of_the_ryzen_matches_its_sysfs_form() {
+    let a = from_sysfs(&fixture("ryzen-2ccx")).unwrap();
+    let b = from_lscpu_file(&fixture("ryzen-2ccx.lscpu")).unwrap();
+    assert_eq!(a.cores(), b.cores());
+    assert_eq!(llc_sets(&a), llc_sets(&b));
+}
+
+#[test]
+fn sparse_l3_ids_in_lscpu_group_by_id() {
+    let t = from_lscpu_file(&fixture("epyc-sparse-l3.lscpu")).unwrap();
+    assert_eq!(
+        llc_sets(&t),
+        [
+            set("0-1,8-9"),
+            set("2-3,10-11"),
+            set("4-5,12-13"),
+            set("6-7,14-15")
+        ]
+    );
+    assert_eq!(t.core_cpus(CpuId::new(2)), &set("2,10"));
+}
+
+#[test]
+fn an_arm_part_with_no_l3_uses_its_highest_cache() {
+    let t = from_sysfs(&fixture("arm-no-l3")).unwrap();
+    assert_eq!(t.num_cpus(), 8);
+    assert_eq!(t.cores().len(), 8, "no SMT: one CPU per core");
+    assert_eq!(
+        llc_sets(&t),
+        [set("0-1"), set("2-3"), set("4-5"), set("6-7")],
+        "the shared L2 is the LLC"
+    );
+    assert_eq!(t.nodes().len(), 2);
+    assert_eq!(t.nodes()[1].cpus, set("4-7"));
+}
+
+#[test]
+fn a_vm_whose_l3_spans_two_nodes_is_refused_naming_both() {
+    let e = from_sysfs(&fixture("vm-l3-two-nodes")).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("node 0") && msg.contains("node 1"),
+        "expected both nodes named, got: {msg}"
+    );
+    assert!(
+        e.file.ends_with("node/node1/cpulist"),
+        "expected the error to name node1's cpulist, got {}",
+        e.file.display()
+    );
+    assert!(
+        msg.contains("index3/shared_cpu_list"),
+        "expected the L3's file named, got: {msg}"
+    );
+}
+
+#[test]
+fn this_machine_shape() {
+    let t = from_sysfs(&fixture("this-machine")).unwrap();
+    assert_eq!((t.num_cpus(), t.cores().len(), t.llcs().len()), (2, 2, 1));
+    let l = from_lscpu_file(&fixture("this-machine.lscpu")).unwrap();
+    assert_eq!(t.cores(), l.cores());
+}
+
+#[test]
+fn a_broken_cpulist_names_file_line_and_column() {
+    let e = from_sysfs(&fixture("broken-cpulist")).unwrap_err();
+    assert!(
+        e.file.ends_with("cpu2/cache/index0/shared_cpu_list"),
+        "expected cpu2's shared_cpu_list, got {}",
+        e.file.display()
+    );
+    assert_eq!((e.line, e.column), (Some(1), Some(5)), "{e}");
+    assert!(
+        e.to_string().contains("expected a CPU number, found 'x'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_broken_lscpu_names_line_and_column() {
+    let e = from_lscpu_file(&fixture("broken.lscpu")).unwrap_err();
+    assert_eq!((e.line, e.column), (Some(4), Some(7)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("broken.lscpu:4:7: expected a node id"),
+        "{e}"
+    );
+}
+
+#[test]
+fn toml_tree_equals_the_preset_and_a_broken_one_points_at_the_core() {
+    let t = from_toml_file(&fixture("two-llc.toml")).unwrap();
+    let p = preset("amd-2x8").unwrap();
+    assert_eq!((t.cores(), llc_sets(&t)), (p.cores(), llc_sets(&p)));
+    let e = from_toml_file(&fixture("broken.toml")).unwrap_err();
+    assert_eq!((e.line, e.column), (Some(5), Some(10)), "{e}");
+    assert!(e.message.contains("cpu3 listed in two"), "{e}");
+}
+
+#[test]
+fn a_missing_tree_is_an_error_not_a_panic() {
+    let e = from_sysfs(&fixture("no-such-tree")).unwrap_err();
+    assert!(e.message.contains("expected a sysfs tree"), "{e}");
+}
+
+/// The machine this runs on, when it has a sysfs: whatever its shape, it
+/// must read, and hold every CPU `online` names.
+#[test]
+fn the_live_sysfs_reads_when_present() {
+    let online = Path::new("/sys/devices/system/cpu/online");
+    let Ok(text) = std::fs::read_to_string(online) else {
+        eprintln!("no /sys here; nothing to check");
+        return;
+    };
+    let t = from_sysfs(Path::new("/")).unwrap_or_else(|e| panic!("live sysfs did not read: {e}"));
+    assert_eq!(*t.cpus(), parse_cpulist(&text).unwrap());
+}
