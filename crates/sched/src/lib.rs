@@ -1,12 +1,59 @@
-//! The schedlab scheduler. `no_std` + `alloc`, no unsafe code.
+//! The schedlab scheduler: code a kernel could embed.
 //!
-//! This crate is filled by the scheduler-core issue; for now it only fixes
-//! the crate's boundary: it depends on `schedlab-topology` (without its `std`
-//! readers) and on nothing else.
+//! ## Principles
+//!
+//! 1. **Per-CPU ownership.** Every task has one owner CPU; only the owner
+//!    touches its scheduling state ([`Task`]). Ownership moves by an `Adopt`
+//!    message the new owner takes in. No global lock.
+//! 2. **Three doors.** CPUs reach each other only through a per-CPU mailbox
+//!    (a lock-protected MPSC queue of messages), a per-CPU [`doorbell`]
+//!    (awake or asleep, idle depth, "rung"), and a per-task [`park`] word.
+//!    The topology and config are shared read-only ([`Shared`]).
+//! 3. **Decisions are values.** Entry points on [`CpuSched`] run on behalf of
+//!    one CPU, take `now`, and return `#[must_use]` [`Effects`]: kicks to
+//!    send, the task to run, a timer to arm, and a trace of every decision
+//!    with its reason. The crate reads no clock and no RNG; the host
+//!    (a simulator, a test, a kernel) carries the effects out.
+//! 4. **One wake path.** Every wake goes through [`Shared::deliver`]: a flag
+//!    for a task that is not parked (not counted), a `Wake` message to the
+//!    owner for one that is. The owner's [`CpuSched::handle_wake`] refreshes
+//!    affinity, counts the waker streak and asks the placement policy.
+//! 5. **Every atomic and lock through [`sync`]**, which swaps in loom's types
+//!    under `cfg(loom)`; `tests/loom.rs` model-checks the park word, the
+//!    mailbox and the doorbell.
+//!
+//! Modules: [`park`] and [`doorbell`] (the protocols), [`streak`] (the
+//! waker-streak state), [`policy`] (placement), [`fair`] (EEVDF), [`cpu`]
+//! (the entry points and the pass), [`shared`], [`config`], [`effects`].
 
 #![no_std]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
+#[cfg(test)]
+#[macro_use]
+extern crate std;
 
+pub mod config;
+pub mod cpu;
+pub mod doorbell;
+pub mod effects;
+pub mod fair;
+pub mod park;
+pub mod policy;
+pub mod shared;
+pub mod streak;
+pub(crate) mod sync;
+pub mod task;
+#[cfg(feature = "testhost")]
+pub mod testhost;
+
+pub use config::{Balance, Config, Placement, SpawnPolicy};
+pub use cpu::{CpuSched, Holding};
+pub use doorbell::{IdleDepth, KickKind};
+pub use effects::{Counters, Effects, Kick, KickWhy, PlaceReason, Switch, Trace, WakeCause};
+pub use park::{Delivery, TaskState};
 pub use schedlab_topology as topology;
+pub use shared::{Shared, SpawnError};
+pub use streak::{WakerStreak, MAX_RUN, WAKER_RUN};
+pub use task::{Band, Task, TaskId, TaskSpec};

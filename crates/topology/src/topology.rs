@@ -34,6 +34,12 @@ impl LlcId {
         LlcId(cpu.index() as u16)
     }
 
+    /// An id as some encoding stored it. It may be 1024 or more, and then
+    /// names no LLC of any machine: decoders must check it.
+    pub const fn from_raw(index: u16) -> LlcId {
+        LlcId(index)
+    }
+
     pub const fn index(self) -> usize {
         self.0 as usize
     }

@@ -1,0 +1,383 @@
+//! The fair band: EEVDF as Linux's kernel/sched/fair.c defines it (6.17+).
+//!
+//! Per entity `i`: weight `w_i` from nice (`sched_prio_to_weight`,
+//! [`NICE_0_WEIGHT`] = 1024 at nice 0), virtual runtime `v_i`, a requested
+//! `slice_i`, a virtual deadline `d_i`, a lag `vlag_i` and a protection
+//! horizon `vprot_i`.
+//!
+//! * `calc_delta_fair(t, w) = t * 1024 / w`; running `t` ns adds
+//!   `calc_delta_fair(t, w_i)` to `v_i` (`update_curr()`).
+//! * `V = Σ w_i v_i / Σ w_i` over the queue and the running entity
+//!   (`avg_vruntime()`); kept relative to a base so the sums fit in `i128`.
+//!   An empty queue keeps the last `V` (`zero_vruntime`).
+//! * Eligible: `v_i <= V`, tested as `(v_i - base) Σw <= Σ w_j (v_j - base)`
+//!   without division (`entity_eligible()` / `vruntime_eligible()`).
+//! * Pick (`pick_eevdf()`): the running entity while it is protected
+//!   (`RUN_TO_PARITY`); else the eligible entity with the earliest `d_i`,
+//!   the running one included if it is eligible.
+//! * `d_i = v_i + calc_delta_fair(slice_i, w_i)`, renewed when `v_i`
+//!   reaches it (`update_deadline()`, which asks for a reschedule).
+//! * Lag on dequeue: `vlag_i = clamp(V - v_i, ±calc_delta_fair(max(2 slice_i,
+//!   tick), w_i))` (`update_entity_lag()`).
+//! * Place on enqueue (`place_entity()`): with `W` the queue's weight before
+//!   the entity joins, `lag = vlag_i (W + w_i) / W` (or `vlag_i` when
+//!   `W = 0`), `v_i = V - lag`, `d_i = v_i + vslice`, halved for a new
+//!   task (`PLACE_DEADLINE_INITIAL`).
+//! * Protection (`set_protect_slice()`): `s = min(min slice of the queue,
+//!   slice_i)`; `vprot_i = d_i` when `s == slice_i`, else `min(d_i, v_i +
+//!   calc_delta_fair(s, w_i))`. `protect_slice()` is `vprot_i > v_i`.
+//! * `update_curr()` asks for a reschedule when the deadline was renewed or
+//!   protection has ended, unless the entity is alone (commit 0b9ca2dcabc3,
+//!   "sched/fair: Always trigger resched at the end of a protected period").
+//! * Re-pick: Linux arms protection only on a fresh pick, so a re-picked
+//!   entity keeps an expired `vprot` and every later `update_curr()` asks
+//!   again (the seed-004 storm). [`FairConfig::protect_on_repick`] renews it
+//!   (the seed-004 fix) and is on by default.
+//!
+//! Not modelled: `PREEMPT_SHORT`, `DELAY_DEQUEUE`, buddies, cgroups and
+//! PELT. The queue is a vector scanned per pick; at the queue lengths a CPU
+//! sees here (a few entities) that beats Linux's augmented rbtree.
+
+/// Weight of nice 0.
+pub const NICE_0_WEIGHT: u32 = 1024;
+
+/// Linux's `sched_prio_to_weight[]` (kernel/sched/core.c), nice -20..=19:
+/// each step is about 1.25x, so one nice level is about 10% of CPU.
+pub const NICE_TO_WEIGHT: [u32; 40] = [
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904,
+    3906, 3121, 2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87,
+    70, 56, 45, 36, 29, 23, 18, 15,
+];
+
+const _: () = assert!(NICE_TO_WEIGHT[20] == NICE_0_WEIGHT);
+
+/// The weight of `nice` (clamped to -20..=19).
+pub fn weight_of(nice: i8) -> u32 {
+    NICE_TO_WEIGHT[(nice.clamp(-20, 19) + 20) as usize]
+}
+
+/// `calc_delta_fair()`: wall ns to virtual ns at `weight`.
+pub fn calc_delta_fair(delta: u64, weight: u32) -> i64 {
+    ((delta as u128 * NICE_0_WEIGHT as u128) / weight as u128) as i64
+}
+
+/// The fair band's switches and lengths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FairConfig {
+    /// `sysctl_sched_base_slice`: the slice a task gets unless it asks.
+    pub base_slice_ns: u64,
+    /// The scheduler tick (`TICK_NSEC`), used by the lag clamp.
+    pub tick_ns: u64,
+    /// Renew protection when the running entity is picked again.
+    pub protect_on_repick: bool,
+    /// `RUN_TO_PARITY`: protect the running entity against wake-up
+    /// preemption until `vprot`.
+    pub run_to_parity: bool,
+}
+
+impl FairConfig {
+    /// Linux's defaults for `ncpus` CPUs: base slice 0.7 ms scaled by
+    /// `1 + ilog2(min(ncpus, 8))` (SCHED_TUNABLESCALING_LOG, as the design
+    /// asks), a 1 ms tick (CONFIG_HZ=1000), RUN_TO_PARITY on, and the
+    /// seed-004 fix on.
+    pub fn for_cpus(ncpus: usize) -> FairConfig {
+        let factor = 1 + (ncpus.clamp(1, 8) as u64).ilog2() as u64;
+        FairConfig {
+            base_slice_ns: 700_000 * factor,
+            tick_ns: 1_000_000,
+            protect_on_repick: true,
+            run_to_parity: true,
+        }
+    }
+}
+
+/// One task's fair-band numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entity {
+    pub weight: u32,
+    pub slice: u64,
+    pub vruntime: i64,
+    pub deadline: i64,
+    pub vlag: i64,
+    pub vprot: i64,
+    /// When it last started running (wall ns), for `update_curr`.
+    pub exec_start: u64,
+    /// Wall ns run in all.
+    pub sum_exec: u64,
+}
+
+impl Entity {
+    pub fn new(nice: i8, slice: u64) -> Entity {
+        Entity {
+            weight: weight_of(nice),
+            slice,
+            vruntime: 0,
+            deadline: 0,
+            vlag: 0,
+            vprot: 0,
+            exec_start: 0,
+            sum_exec: 0,
+        }
+    }
+
+    pub fn vslice(&self) -> i64 {
+        calc_delta_fair(self.slice, self.weight)
+    }
+
+    /// `protect_slice()`.
+    pub fn protected(&self) -> bool {
+        self.vprot > self.vruntime
+    }
+
+    /// Charges the time since `exec_start`; returns the wall delta.
+    pub fn update_curr(&mut self, now: u64) -> u64 {
+        let delta = now.saturating_sub(self.exec_start);
+        self.exec_start = now;
+        if delta > 0 {
+            self.sum_exec += delta;
+            self.vruntime += calc_delta_fair(delta, self.weight);
+        }
+        delta
+    }
+
+    /// `update_deadline()`: renews the deadline once reached; `true` asks for
+    /// a reschedule.
+    pub fn update_deadline(&mut self) -> bool {
+        if self.vruntime < self.deadline {
+            return false;
+        }
+        self.deadline = self.vruntime + self.vslice();
+        true
+    }
+
+    /// `set_protect_slice()` with the queue's smallest slice `min_slice`.
+    pub fn set_protect(&mut self, min_slice: u64) {
+        let s = min_slice.min(self.slice);
+        self.vprot = if s == self.slice {
+            self.deadline
+        } else {
+            self.deadline
+                .min(self.vruntime + calc_delta_fair(s, self.weight))
+        };
+    }
+
+    /// `update_entity_lag()` against the average `v_avg`.
+    pub fn update_lag(&mut self, v_avg: i64, tick_ns: u64) {
+        let limit = calc_delta_fair((2 * self.slice).max(tick_ns), self.weight);
+        self.vlag = (v_avg - self.vruntime).clamp(-limit, limit);
+    }
+}
+
+/// Weighted sums of a set of entities, relative to `base`.
+#[derive(Clone, Copy, Debug)]
+pub struct Avg {
+    pub base: i64,
+    pub sum: i128,
+    pub weight: u128,
+}
+
+impl Avg {
+    /// The sums over `entities` (the queue and, if it is fair and runnable,
+    /// the running one).
+    pub fn of<'a>(entities: impl Iterator<Item = &'a Entity> + Clone, fallback: i64) -> Avg {
+        let base = entities.clone().next().map_or(fallback, |e| e.vruntime);
+        let mut a = Avg {
+            base,
+            sum: 0,
+            weight: 0,
+        };
+        for e in entities {
+            a.sum += (e.vruntime - base) as i128 * e.weight as i128;
+            a.weight += e.weight as u128;
+        }
+        a
+    }
+
+    /// `avg_vruntime()`: `V`, rounded toward minus infinity as Linux does.
+    pub fn v(&self) -> i64 {
+        if self.weight == 0 {
+            return self.base;
+        }
+        let w = self.weight as i128;
+        let q = if self.sum < 0 {
+            (self.sum - (w - 1)) / w
+        } else {
+            self.sum / w
+        };
+        self.base + q as i64
+    }
+
+    /// `vruntime_eligible()`: `v <= V`, without dividing.
+    pub fn eligible(&self, v: i64) -> bool {
+        if self.weight == 0 {
+            return true;
+        }
+        (v - self.base) as i128 * self.weight as i128 <= self.sum
+    }
+}
+
+/// Which entity `pick_eevdf` chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// The running entity, again.
+    Current,
+    /// The queued entity at this index.
+    Queued(usize),
+    Nothing,
+}
+
+/// `pick_eevdf()` over `queue` and the running entity `curr` (if it is fair
+/// and still runnable).
+pub fn pick_eevdf<'a>(
+    queue: impl Iterator<Item = &'a Entity> + Clone,
+    curr: Option<&'a Entity>,
+    cfg: &FairConfig,
+    zero_v: i64,
+) -> Pick {
+    let avg = Avg::of(queue.clone().chain(curr), zero_v);
+    let curr = curr.filter(|c| avg.eligible(c.vruntime));
+    if let Some(c) = curr {
+        if cfg.run_to_parity && c.protected() {
+            return Pick::Current;
+        }
+    }
+    let mut best: Option<(usize, i64)> = None;
+    for (i, e) in queue.clone().enumerate() {
+        if avg.eligible(e.vruntime) && best.is_none_or(|(_, d)| e.deadline < d) {
+            best = Some((i, e.deadline));
+        }
+    }
+    match (best, curr) {
+        (Some((_, d)), Some(c)) if c.deadline <= d => Pick::Current,
+        (Some((i, _)), _) => Pick::Queued(i),
+        (None, Some(_)) => Pick::Current,
+        (None, None) => {
+            // Every entity ineligible cannot happen for a weighted mean; take
+            // the earliest deadline so rounding can never idle a CPU.
+            match queue.enumerate().min_by_key(|(_, e)| e.deadline) {
+                Some((i, _)) => Pick::Queued(i),
+                None => Pick::Nothing,
+            }
+        }
+    }
+}
+
+/// `place_entity()`: where a joining entity starts, given the entities
+/// already there.
+pub fn place_entity<'a>(
+    se: &mut Entity,
+    others: impl Iterator<Item = &'a Entity> + Clone,
+    zero_v: i64,
+    initial: bool,
+) {
+    let avg = Avg::of(others, zero_v);
+    let mut lag = se.vlag as i128;
+    if avg.weight > 0 {
+        lag = lag * (avg.weight + se.weight as u128) as i128 / avg.weight as i128;
+    }
+    se.vruntime = avg.v() - lag as i64;
+    let mut vslice = se.vslice();
+    if initial {
+        vslice /= 2;
+    }
+    se.deadline = se.vruntime + vslice;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ent(v: i64, w_nice: i8) -> Entity {
+        let mut e = Entity::new(w_nice, 2_800_000);
+        e.vruntime = v;
+        e.deadline = v + e.vslice();
+        e
+    }
+
+    #[test]
+    fn eligibility_is_against_the_weighted_average() {
+        // Weights 1024 and 3121 (nice -5): V = (0*1024 + 1000*3121)/4145.
+        let a = ent(0, 0);
+        let b = ent(1000, -5);
+        let avg = Avg::of([&a, &b].into_iter(), 0);
+        assert_eq!(avg.v(), 1000 * 3121 / 4145);
+        assert!(avg.eligible(a.vruntime), "below V is eligible");
+        assert!(!avg.eligible(b.vruntime), "above V is not");
+        assert!(avg.eligible(avg.v()), "V itself is eligible");
+    }
+
+    #[test]
+    fn pick_takes_the_earliest_eligible_deadline() {
+        let cfg = FairConfig::for_cpus(16);
+        let mut a = ent(0, 0);
+        let mut b = ent(10, 0);
+        let c = ent(5000, 0);
+        a.deadline = 900;
+        b.deadline = 100; // earliest, and eligible (10 <= V)
+        assert_eq!(
+            pick_eevdf([&a, &b, &c].into_iter(), None, &cfg, 0),
+            Pick::Queued(1)
+        );
+        // c has the earliest deadline but is not eligible.
+        let mut c2 = c;
+        c2.deadline = 1;
+        assert_eq!(
+            pick_eevdf([&a, &b, &c2].into_iter(), None, &cfg, 0),
+            Pick::Queued(1)
+        );
+    }
+
+    #[test]
+    fn a_protected_current_is_picked_again() {
+        let cfg = FairConfig::for_cpus(16);
+        let mut cur = ent(0, 0);
+        cur.set_protect(cur.slice);
+        let mut q = ent(0, 0);
+        q.deadline = 1; // earlier deadline, eligible
+        assert_eq!(
+            pick_eevdf([&q].into_iter(), Some(&cur), &cfg, 0),
+            Pick::Current
+        );
+        cur.vruntime = cur.vprot; // protection over
+        cur.deadline = cur.vprot + cur.vslice();
+        assert_eq!(
+            pick_eevdf([&q].into_iter(), Some(&cur), &cfg, 0),
+            Pick::Queued(0)
+        );
+    }
+
+    #[test]
+    fn place_scales_the_lag_by_the_queue_weight() {
+        // A queue of one nice-0 entity at v = 10_000; a joiner with lag 600
+        // (it was owed service) and the same weight: lag' = 600 * 2048/1024.
+        let other = ent(10_000, 0);
+        let mut se = Entity::new(0, 2_800_000);
+        se.vlag = 600;
+        place_entity(&mut se, [&other].into_iter(), 0, false);
+        assert_eq!(se.vruntime, 10_000 - 1200);
+        assert_eq!(se.deadline, se.vruntime + se.vslice());
+        // Alone, the lag is not scaled, and a new task's first deadline is
+        // half a slice away.
+        let mut se = Entity::new(0, 2_800_000);
+        se.vlag = -300;
+        place_entity(&mut se, core::iter::empty(), 7_000, true);
+        assert_eq!(se.vruntime, 7_300);
+        assert_eq!(se.deadline, 7_300 + se.vslice() / 2);
+    }
+
+    #[test]
+    fn lag_is_clamped() {
+        let mut e = ent(0, 0);
+        e.update_lag(1 << 40, 1_000_000);
+        assert_eq!(e.vlag, calc_delta_fair(2 * e.slice, e.weight));
+        e.update_lag(-(1 << 40), 1_000_000);
+        assert_eq!(e.vlag, -calc_delta_fair(2 * e.slice, e.weight));
+    }
+
+    #[test]
+    fn slice_scales_with_log_cpus() {
+        assert_eq!(FairConfig::for_cpus(1).base_slice_ns, 700_000);
+        assert_eq!(FairConfig::for_cpus(4).base_slice_ns, 2_100_000);
+        assert_eq!(FairConfig::for_cpus(16).base_slice_ns, 2_800_000);
+    }
+}

@@ -1,0 +1,283 @@
+//! The park word: one atomic per task, the door between a task's wakers and
+//! its owner CPU.
+//!
+//! ## Layout
+//!
+//! ```text
+//!  63        32 31     16 15      5   4       3        2..0
+//! [  unused   ][  owner  ][ unused ][killed][pending][ state ]
+//! ```
+//!
+//! ## Protocol
+//!
+//! Only the owner changes `state` and `owner`, except for one transition a
+//! waker makes: `Parked -> Waking`. Wakers may also set `pending`. Every
+//! change is a compare-and-swap on the whole word, so the two never lose
+//! each other's bits.
+//!
+//! 1. *Park* (owner, its current task): `Running -> Committing` when the task
+//!    decides to block; then `Committing -> Parked` only if `pending` is
+//!    clear. If it is set, the owner clears it and the task goes back to
+//!    `Running`: the park returns at once.
+//! 2. *Deliver* (any CPU): on `Running`, `Committing`, `Queued` or `Moving`
+//!    set `pending` and stop: the task is not asleep, so nothing is queued and
+//!    the wake's cause is seen by no one (it is **not counted**). On `Parked`,
+//!    CAS to `Waking`; the one deliverer whose CAS succeeds posts
+//!    `Wake { task, cause }` to `owner`'s mailbox. On `Waking` the wake is
+//!    already on its way: coalesce. On `Dead`, drop it.
+//! 3. *Handle* (owner, from its mailbox): `Waking -> Queued` (placed here) or
+//!    `Waking -> Moving` with the new owner written in the same CAS (sent to
+//!    another CPU), and the adopter makes `Moving -> Queued`.
+//!
+//! The lost wake-up (a wake slipping between "decide to block" and "park")
+//! cannot happen: a wake in that window finds `Committing`, sets `pending`,
+//! and step 1's CAS sees it. A task cannot be queued twice: only the one CAS
+//! out of `Parked` posts a message. The loom model (tests/loom.rs) checks
+//! both.
+
+use schedlab_topology::CpuId;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Where a task is, as its park word says.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum TaskState {
+    /// On a CPU.
+    Running = 0,
+    /// Decided to block; not parked yet.
+    Committing = 1,
+    /// Blocked; its owner holds its entity.
+    Parked = 2,
+    /// A wake is in its owner's mailbox.
+    Waking = 3,
+    /// Runnable, in a run queue (or held stopped).
+    Queued = 4,
+    /// In a mailbox between owners.
+    Moving = 5,
+    /// Exited.
+    Dead = 6,
+}
+
+impl TaskState {
+    fn from_bits(b: u64) -> TaskState {
+        match b & STATE_MASK {
+            0 => TaskState::Running,
+            1 => TaskState::Committing,
+            2 => TaskState::Parked,
+            3 => TaskState::Waking,
+            4 => TaskState::Queued,
+            5 => TaskState::Moving,
+            _ => TaskState::Dead,
+        }
+    }
+}
+
+const STATE_MASK: u64 = 0b111;
+const PENDING: u64 = 1 << 3;
+const KILLED: u64 = 1 << 4;
+const OWNER_SHIFT: u32 = 16;
+const OWNER_MASK: u64 = 0xffff << OWNER_SHIFT;
+
+/// What a delivery did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Delivery {
+    /// The task was not parked: its pending flag is set. Not counted.
+    Flagged,
+    /// The task was parked: a `Wake` must go to `owner`.
+    Post { owner: CpuId },
+    /// A wake was already on its way.
+    Coalesced,
+    /// The task has exited.
+    Dead,
+}
+
+/// A decoded park word.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Word {
+    pub state: TaskState,
+    pub pending: bool,
+    pub killed: bool,
+    pub owner: CpuId,
+}
+
+fn decode(w: u64) -> Word {
+    Word {
+        state: TaskState::from_bits(w),
+        pending: w & PENDING != 0,
+        killed: w & KILLED != 0,
+        owner: CpuId::new(((w & OWNER_MASK) >> OWNER_SHIFT) as usize),
+    }
+}
+
+fn encode_state(w: u64, state: TaskState) -> u64 {
+    (w & !STATE_MASK) | state as u64
+}
+
+fn encode_owner(w: u64, owner: CpuId) -> u64 {
+    (w & !OWNER_MASK) | ((owner.index() as u64) << OWNER_SHIFT)
+}
+
+/// The atomic word itself.
+#[derive(Debug)]
+pub struct ParkWord(AtomicU64);
+
+impl ParkWord {
+    pub(crate) fn new(state: TaskState, owner: CpuId) -> ParkWord {
+        ParkWord(AtomicU64::new(encode_owner(state as u64, owner)))
+    }
+
+    /// A fresh slot's word (the slot was never used).
+    pub(crate) fn reset(&self, state: TaskState, owner: CpuId) {
+        self.0
+            .store(encode_owner(state as u64, owner), Ordering::Release);
+    }
+
+    pub fn load(&self) -> Word {
+        decode(self.0.load(Ordering::Acquire))
+    }
+
+    /// Applies `f` until the CAS holds; returns the old and new words.
+    fn update(&self, mut f: impl FnMut(u64) -> Option<u64>) -> Result<(u64, u64), u64> {
+        let mut cur = self.0.load(Ordering::Acquire);
+        loop {
+            let Some(next) = f(cur) else { return Err(cur) };
+            match self
+                .0
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok((cur, next)),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Step 2: a wake from anyone.
+    pub fn deliver(&self) -> Delivery {
+        let mut outcome = Delivery::Dead;
+        let _ = self.update(|w| match TaskState::from_bits(w) {
+            TaskState::Parked => {
+                outcome = Delivery::Post {
+                    owner: decode(w).owner,
+                };
+                Some(encode_state(w, TaskState::Waking))
+            }
+            TaskState::Waking => {
+                outcome = Delivery::Coalesced;
+                None
+            }
+            TaskState::Dead => {
+                outcome = Delivery::Dead;
+                None
+            }
+            _ => {
+                outcome = Delivery::Flagged;
+                if w & PENDING != 0 {
+                    None
+                } else {
+                    Some(w | PENDING)
+                }
+            }
+        });
+        outcome
+    }
+
+    /// Step 1a (owner): the current task decides to block.
+    pub(crate) fn commit(&self) {
+        let r = self.update(|w| {
+            debug_assert_eq!(
+                TaskState::from_bits(w),
+                TaskState::Running,
+                "commit from {:?}",
+                decode(w)
+            );
+            Some(encode_state(w, TaskState::Committing))
+        });
+        debug_assert!(r.is_ok());
+    }
+
+    /// Step 1b (owner): park, unless a wake came in since `commit`. Returns
+    /// `true` when parked, `false` when the pending flag was consumed and the
+    /// task runs on.
+    pub(crate) fn finish_park(&self) -> bool {
+        let (_, new) = self
+            .update(|w| {
+                debug_assert_eq!(TaskState::from_bits(w), TaskState::Committing);
+                if w & PENDING != 0 {
+                    Some(encode_state(w & !PENDING, TaskState::Running))
+                } else {
+                    Some(encode_state(w, TaskState::Parked))
+                }
+            })
+            .expect("the update never declines");
+        TaskState::from_bits(new) == TaskState::Parked
+    }
+
+    /// An owner transition `from -> to`, keeping the flags.
+    pub(crate) fn set(&self, from: TaskState, to: TaskState) {
+        let r = self.update(|w| {
+            debug_assert_eq!(
+                TaskState::from_bits(w),
+                from,
+                "park word: expected {from:?} before {to:?}, found {:?}",
+                decode(w)
+            );
+            Some(encode_state(w, to))
+        });
+        debug_assert!(r.is_ok());
+    }
+
+    /// The owner hands the task to `owner` (`from -> Moving`).
+    pub(crate) fn send(&self, from: TaskState, owner: CpuId) {
+        let r = self.update(|w| {
+            debug_assert_eq!(TaskState::from_bits(w), from, "send: {:?}", decode(w));
+            Some(encode_owner(encode_state(w, TaskState::Moving), owner))
+        });
+        debug_assert!(r.is_ok());
+    }
+
+    /// Marks the task killed (anyone may).
+    pub(crate) fn kill(&self) -> Word {
+        let (old, _) = self.update(|w| Some(w | KILLED)).expect("never declines");
+        decode(old)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wake_while_committing_makes_the_park_return() {
+        let p = ParkWord::new(TaskState::Running, CpuId::new(3));
+        p.commit();
+        assert_eq!(p.deliver(), Delivery::Flagged);
+        assert!(
+            !p.finish_park(),
+            "the pending flag must make the park return at once"
+        );
+        assert_eq!(p.load().state, TaskState::Running);
+        assert!(!p.load().pending, "the flag is consumed");
+    }
+
+    #[test]
+    fn only_one_wake_posts_for_a_parked_task() {
+        let p = ParkWord::new(TaskState::Running, CpuId::new(5));
+        p.commit();
+        assert!(p.finish_park());
+        assert_eq!(
+            p.deliver(),
+            Delivery::Post {
+                owner: CpuId::new(5)
+            }
+        );
+        assert_eq!(p.deliver(), Delivery::Coalesced);
+        p.send(TaskState::Waking, CpuId::new(9));
+        assert_eq!(p.load().owner, CpuId::new(9));
+        assert_eq!(
+            p.deliver(),
+            Delivery::Flagged,
+            "a moving task is runnable: flag"
+        );
+    }
+}

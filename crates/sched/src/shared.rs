@@ -1,0 +1,222 @@
+//! What CPUs share: the read-only topology and config, and the doors into
+//! each CPU (mailbox, doorbell, published load) and each task (park word,
+//! join list). Nothing here is owned by one CPU; everything is an atomic or
+//! a small per-object lock.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+use schedlab_topology::{CpuId, CpuSet, Topology};
+
+use crate::config::Config;
+use crate::doorbell::Doorbell;
+use crate::effects::{Kick, KickWhy, PlaceReason, WakeCause};
+use crate::park::{Delivery, ParkWord, TaskState, Word};
+use crate::sync::{AtomicU32, Mutex, Ordering};
+use crate::task::{Task, TaskId};
+
+/// A message between CPUs. The only way one CPU asks another to act on a
+/// task it owns.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    Wake {
+        task: TaskId,
+        cause: WakeCause,
+    },
+    /// Take ownership of this task.
+    Adopt {
+        task: Task,
+        reason: PlaceReason,
+        from: CpuId,
+    },
+    Kill {
+        task: TaskId,
+    },
+    Stop {
+        task: TaskId,
+    },
+    Continue {
+        task: TaskId,
+    },
+    SetMask {
+        task: TaskId,
+        mask: CpuSet,
+    },
+    /// A newly idle CPU asks for a queued task.
+    StealRequest {
+        thief: CpuId,
+    },
+    /// Control only (`mutant-flags-counted`): a flagged wake's cause.
+    #[cfg(feature = "mutant-flags-counted")]
+    CountOnly {
+        task: TaskId,
+        cause: WakeCause,
+    },
+}
+
+/// The doors into one CPU.
+#[derive(Debug)]
+pub(crate) struct Remote {
+    pub(crate) mailbox: Mutex<VecDeque<Msg>>,
+    pub(crate) doorbell: Doorbell,
+    /// Running + queued tasks, published by the owner for balancing.
+    pub(crate) load: AtomicU32,
+}
+
+/// A task's shared slot.
+#[derive(Debug)]
+pub(crate) struct TaskSlot {
+    pub(crate) park: ParkWord,
+    pub(crate) join: Mutex<JoinState>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct JoinState {
+    pub(crate) exited: bool,
+    pub(crate) joiners: Vec<TaskId>,
+}
+
+/// Why a task could not be created.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SpawnError {
+    /// The task table (fixed at boot) is full.
+    TableFull { capacity: usize },
+    /// The mask names no CPU of this machine.
+    EmptyMask,
+}
+
+/// Everything the CPUs share.
+#[derive(Debug)]
+pub struct Shared {
+    topo: Topology,
+    config: Config,
+    cpus: Vec<Remote>,
+    tasks: Vec<TaskSlot>,
+    next_task: AtomicU32,
+}
+
+impl Shared {
+    /// A machine with room for `max_tasks` tasks over its life (ids are not
+    /// reused: a kernel would recycle slots; a simulation does not need to).
+    pub fn new(topo: Topology, config: Config, max_tasks: usize) -> Shared {
+        let cpus = topo
+            .cpu_ids()
+            .map(|_| Remote {
+                mailbox: Mutex::new(VecDeque::new()),
+                doorbell: Doorbell::new(),
+                load: AtomicU32::new(0),
+            })
+            .collect();
+        let tasks = (0..max_tasks)
+            .map(|_| TaskSlot {
+                park: ParkWord::new(TaskState::Dead, CpuId::new(0)),
+                join: Mutex::new(JoinState::default()),
+            })
+            .collect();
+        Shared {
+            topo,
+            config,
+            cpus,
+            tasks,
+            next_task: AtomicU32::new(0),
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn doorbell(&self, cpu: CpuId) -> &Doorbell {
+        &self.cpus[cpu.index()].doorbell
+    }
+
+    /// The task's park word, decoded.
+    pub fn task_word(&self, task: TaskId) -> Word {
+        self.tasks[task.index()].park.load()
+    }
+
+    pub fn is_killed(&self, task: TaskId) -> bool {
+        self.task_word(task).killed
+    }
+
+    pub fn task_capacity(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// How many tasks were ever created.
+    pub fn tasks_created(&self) -> usize {
+        (self.next_task.load(Ordering::Acquire) as usize).min(self.tasks.len())
+    }
+
+    pub fn load(&self, cpu: CpuId) -> u32 {
+        self.cpus[cpu.index()].load.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_load(&self, cpu: CpuId, load: u32) {
+        self.cpus[cpu.index()].load.store(load, Ordering::Relaxed)
+    }
+
+    pub(crate) fn slot(&self, task: TaskId) -> &TaskSlot {
+        &self.tasks[task.index()]
+    }
+
+    pub(crate) fn alloc_task(&self, state: TaskState, owner: CpuId) -> Result<TaskId, SpawnError> {
+        let id = self.next_task.fetch_add(1, Ordering::AcqRel);
+        if id as usize >= self.tasks.len() {
+            return Err(SpawnError::TableFull {
+                capacity: self.tasks.len(),
+            });
+        }
+        let slot = &self.tasks[id as usize];
+        slot.park.reset(state, owner);
+        Ok(TaskId(id))
+    }
+
+    /// Pushes `msg` into `to`'s mailbox, then rings its doorbell. A kick is
+    /// returned when one must be sent; never for a CPU posting to itself
+    /// (it drains its own mailbox before it sleeps).
+    pub(crate) fn post(&self, from: Option<CpuId>, to: CpuId, msg: Msg) -> Option<Kick> {
+        let remote = &self.cpus[to.index()];
+        remote.mailbox.lock().push_back(msg);
+        if from == Some(to) {
+            return None;
+        }
+        remote.doorbell.ring().map(|kind| Kick {
+            cpu: to,
+            kind,
+            why: KickWhy::Message,
+        })
+    }
+
+    pub(crate) fn take_mail(&self, cpu: CpuId) -> VecDeque<Msg> {
+        core::mem::take(&mut *self.cpus[cpu.index()].mailbox.lock())
+    }
+
+    pub(crate) fn has_mail(&self, cpu: CpuId) -> bool {
+        !self.cpus[cpu.index()].mailbox.lock().is_empty()
+    }
+
+    /// The one wake path (the seed's `park::deliver`): flag a task that is
+    /// not parked; post a `Wake` to the owner of one that is.
+    pub fn deliver(
+        &self,
+        task: TaskId,
+        cause: WakeCause,
+        from: Option<CpuId>,
+    ) -> (Delivery, Option<Kick>) {
+        let d = self.slot(task).park.deliver();
+        match d {
+            Delivery::Post { owner } => (d, self.post(from, owner, Msg::Wake { task, cause })),
+            #[cfg(feature = "mutant-flags-counted")]
+            Delivery::Flagged => {
+                let owner = self.slot(task).park.load().owner;
+                (d, self.post(from, owner, Msg::CountOnly { task, cause }))
+            }
+            _ => (d, None),
+        }
+    }
+}
