@@ -1,1 +1,151 @@
-fn main() {}
+//! The wake placement decision (DESIGN.md section 13), on amd-2x8 (16 CPUs,
+//! LLCs of 8), genoa-96 (192 CPUs, LLCs of 16) and max-1024 (LLCs of 16):
+//!
+//! * `decide_stay`: a parked wake from the task's own LLC: the streak count
+//!   and the policy's answer (stay home);
+//! * `decide_move_first`: a run at WAKER_RUN from another LLC whose first
+//!   scanned CPU is a free core: the count and the move's target;
+//! * `decide_move_scan`: the same when every CPU of the waker's LLC is busy
+//!   but the last one scanned, so the scan reads the whole LLC;
+//! * `wake_cycle`: a whole parked wake on the owner, for scale: delivery
+//!   (CAS + mailbox push), the drain, `handle_wake` (count, decide,
+//!   enqueue with `place_entity`), and putting the task back to sleep.
+//!
+//! `cargo bench -p schedlab-sched --bench wake`
+
+use divan::{black_box, Bencher};
+use schedlab_sched::policy::{AnyPolicy, WakeCx, WakePolicy};
+use schedlab_sched::testhost::TestHost;
+use schedlab_sched::{
+    Balance, Config, Effects, Placement, Shared, Task, TaskId, TaskSpec, WakeCause, WAKER_RUN,
+};
+use schedlab_topology::{preset, CpuId, CpuSet};
+
+const MACHINES: &[&str] = &["amd-2x8", "genoa-96", "max-1024"];
+
+fn main() {
+    eprintln!(
+        "memory: Task (owned, travels with the task) {} B; shared per task slot {} B; shared per CPU {} B; CpuSched (owned, empty) {} B",
+        std::mem::size_of::<Task>(),
+        Shared::BYTES_PER_TASK_SLOT,
+        Shared::BYTES_PER_CPU,
+        std::mem::size_of::<schedlab_sched::CpuSched>(),
+    );
+    divan::main();
+}
+
+struct Fixture {
+    h: TestHost,
+    task: TaskId,
+    home: CpuId,
+    near_waker: CpuId,
+    far_waker: CpuId,
+}
+
+/// A task parked on the first CPU of the second LLC with a run of
+/// WAKER_RUN from LLC 0 (counted under `home`, which never moves it), a
+/// waker thread in each LLC, and, with `crowd`, every CPU of LLC 0 busy
+/// except the waker's core and the last CPU its scan reaches.
+fn fixture(name: &str, crowd: bool) -> Fixture {
+    let topo = preset(name).unwrap();
+    let mut cfg = Config::for_topology(&topo);
+    cfg.placement = Placement::Home;
+    cfg.balance = Balance::OFF;
+    let llc0 = topo.llcs()[0].cpus;
+    let llc1 = topo.llcs()[1].cpus;
+    let home = llc1.first().unwrap();
+    let far_waker = llc0.first().unwrap();
+    let near_waker = llc1.iter().nth(2).unwrap();
+    let mut h = TestHost::new(topo, cfg);
+    let task = h.spawn(home, TaskSpec::fair(0));
+    assert_eq!(h.cpu_of(task), home);
+    h.block(home);
+    h.spawn_pinned(far_waker, TaskSpec::fair(0));
+    h.spawn_pinned(near_waker, TaskSpec::fair(0));
+    for _ in 0..WAKER_RUN {
+        h.wake(far_waker, task);
+        h.block(home);
+    }
+    if crowd {
+        let waker_core = *h.sh.topology().core_cpus(far_waker);
+        let last = llc0.iter_from(far_waker).last().unwrap();
+        for c in llc0.iter() {
+            if !waker_core.contains(c) && c != last {
+                h.spawn_pinned(c, TaskSpec::fair(0).with_mask(CpuSet::single(c)));
+            }
+        }
+    }
+    Fixture {
+        h,
+        task,
+        home,
+        near_waker,
+        far_waker,
+    }
+}
+
+fn decide(f: &Fixture, policy: &AnyPolicy, waker: CpuId) -> schedlab_sched::policy::Decision {
+    let task: &Task = f.h.cpus[f.home.index()].task(f.task).unwrap();
+    let mut streak = task.streak();
+    streak.observe(f.h.sh.topology().llc_id(waker));
+    black_box(streak);
+    let cx = WakeCx {
+        shared: &f.h.sh,
+        home: f.home,
+        home_busy: false,
+        cause: WakeCause::from(waker),
+    };
+    policy.place(&cx, task)
+}
+
+#[divan::bench(args = MACHINES)]
+fn decide_stay(b: Bencher, name: &str) {
+    let f = fixture(name, false);
+    let p = AnyPolicy::of(&Placement::waker_streak());
+    assert_eq!(
+        decide(&f, &p, f.near_waker),
+        schedlab_sched::policy::Decision::Stay
+    );
+    b.bench_local(|| decide(black_box(&f), &p, black_box(f.near_waker)));
+}
+
+#[divan::bench(args = MACHINES)]
+fn decide_move_first(b: Bencher, name: &str) {
+    let f = fixture(name, false);
+    let p = AnyPolicy::of(&Placement::waker_streak());
+    assert!(matches!(
+        decide(&f, &p, f.far_waker),
+        schedlab_sched::policy::Decision::Send(..)
+    ));
+    b.bench_local(|| decide(black_box(&f), &p, black_box(f.far_waker)));
+}
+
+#[divan::bench(args = MACHINES)]
+fn decide_move_scan(b: Bencher, name: &str) {
+    let f = fixture(name, true);
+    let p = AnyPolicy::of(&Placement::waker_streak());
+    let d = decide(&f, &p, f.far_waker);
+    let llc0 = f.h.sh.topology().llcs()[0].cpus;
+    let last = llc0.iter_from(f.far_waker).last().unwrap();
+    assert_eq!(
+        d,
+        schedlab_sched::policy::Decision::Send(last, schedlab_sched::PlaceReason::WakerRule)
+    );
+    b.bench_local(|| decide(black_box(&f), &p, black_box(f.far_waker)));
+}
+
+#[divan::bench(args = MACHINES)]
+fn wake_cycle(b: Bencher, name: &str) {
+    let mut f = fixture(name, false);
+    let cause = WakeCause::from(f.near_waker);
+    let (home, task) = (f.home, f.task);
+    b.bench_local(|| {
+        let h = &mut f.h;
+        let _ = h.sh.deliver(task, cause, Some(f.near_waker));
+        h.cpus[home.index()].take_mail_for_bench(&h.sh);
+        let mut fx = Effects::default();
+        h.cpus[home.index()].handle_wake(&h.sh, task, cause, 0, &mut fx);
+        h.cpus[home.index()].repark(&h.sh, task);
+        let _ = black_box(fx);
+    });
+}

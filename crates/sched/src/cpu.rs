@@ -31,7 +31,7 @@ use schedlab_topology::{CpuId, CpuSet, Level};
 
 use crate::doorbell::IdleDepth;
 use crate::effects::{Counters, Effects, Kick, PlaceReason, Switch, Trace, WakeCause};
-use crate::fair::{pick_eevdf, place_entity, Avg, Entity, FairConfig, Pick};
+use crate::fair::{calc_delta_fair, pick_eevdf, place_entity, Avg, Entity, FairConfig, Pick};
 use crate::park::{Delivery, TaskState};
 use crate::policy::{nearest_in_mask, spawn_target, AnyPolicy, Decision, WakeCx, WakePolicy};
 use crate::shared::{Msg, Shared, SpawnError};
@@ -561,7 +561,7 @@ impl CpuSched {
                 } else if let Some(mut t) = self.held.remove(&task) {
                     t.killed = true;
                     t.stopped = false;
-                    self.enqueue(sh, t, now, false, fx);
+                    self.release(sh, t, now, fx);
                 } else if let Some(t) = self.runnable_mut(task) {
                     t.killed = true;
                 }
@@ -591,7 +591,7 @@ impl CpuSched {
                 }
                 if let Some(mut t) = self.held.remove(&task) {
                     t.stopped = false;
-                    self.enqueue(sh, t, now, false, fx);
+                    self.release(sh, t, now, fx);
                 } else if let Some(t) = self.parked.get_mut(&task) {
                     t.stopped = false;
                 } else if let Some(t) = self.runnable_mut(task) {
@@ -635,6 +635,15 @@ impl CpuSched {
                     t.streak.observe(topo.llc_id(w));
                 }
             }
+        }
+    }
+
+    /// A held task runs again: here, or inside a mask changed meanwhile.
+    fn release(&mut self, sh: &Shared, t: Task, now: u64, fx: &mut Effects) {
+        if t.mask.contains(self.id) {
+            self.enqueue(sh, t, now, false, fx);
+        } else {
+            self.relocate(sh, t, TaskState::Queued, now, fx);
         }
     }
 
@@ -854,8 +863,16 @@ impl CpuSched {
             if self.fair[i].id == woken {
                 let id = cur.id;
                 self.resched(id, fx);
+                return;
             }
         }
+        // Not preempting: the protection may last at most the smallest
+        // queued slice (`update_protect_slice()`).
+        let min = self.min_slice();
+        let cur = &mut self.current.as_mut().expect("checked").fair;
+        cur.vprot = cur
+            .vprot
+            .min(cur.vruntime + calc_delta_fair(min, cur.weight));
     }
 
     /// The fair entities competing here: the queue and a fair running task.

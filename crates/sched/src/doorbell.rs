@@ -9,9 +9,11 @@
 //!   sleeps. A ring on a rung bell sends nothing: one kick is enough.
 //! * The CPU answers at the start of its pass (awake, `rung` cleared),
 //!   *then* drains its mailbox: a message pushed after the drain rings again.
-//! * Going idle, the CPU sets asleep *then* looks at its mailbox once more;
-//!   a message pushed before that look is found, and one pushed after it
-//!   sees "asleep" and kicks. Either way no message sleeps unseen.
+//! * Going idle, the CPU sets asleep *then* looks at its mailbox once more,
+//!   so it does not sleep on a message that came after its drain. Safety
+//!   does not rest on that look: the first ring after the CPU answered
+//!   always sends a kick, and a kick (an IPI included) wakes a sleeping CPU,
+//!   so no message sleeps unseen either way (the loom model checks this).
 //!
 //! `sleeping_unrung` (asleep, no kick on its way) is the test every idle
 //! search uses, so a burst of moves spreads over several CPUs: the first

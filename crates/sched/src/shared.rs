@@ -122,6 +122,12 @@ impl Shared {
         }
     }
 
+    /// Bytes of shared state per CPU (mailbox, doorbell, load), not
+    /// counting messages in flight.
+    pub const BYTES_PER_CPU: usize = core::mem::size_of::<Remote>();
+    /// Bytes of shared state per task slot (park word, join list head).
+    pub const BYTES_PER_TASK_SLOT: usize = core::mem::size_of::<TaskSlot>();
+
     pub fn topology(&self) -> &Topology {
         &self.topo
     }

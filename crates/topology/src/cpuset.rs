@@ -80,8 +80,23 @@ impl CpuSet {
     /// CPUs `lo..hi` (clamped to [`MAX_CPUS`]).
     pub fn range(lo: usize, hi: usize) -> CpuSet {
         let mut s = CpuSet::new();
-        for id in lo..hi.min(MAX_CPUS) {
-            s.words[id / 64] |= 1 << (id % 64);
+        let hi = hi.min(MAX_CPUS);
+        if lo >= hi {
+            return s;
+        }
+        for (w, word) in s.words.iter_mut().enumerate() {
+            let (start, end) = (w * 64, w * 64 + 64);
+            if end <= lo || start >= hi {
+                continue;
+            }
+            let from = lo.max(start) - start;
+            let to = hi.min(end) - start;
+            let ones = if to - from == 64 {
+                !0
+            } else {
+                ((1u64 << (to - from)) - 1) << from
+            };
+            *word |= ones;
         }
         s
     }
@@ -494,6 +509,24 @@ mod tests {
         assert_eq!((e.column, e.found), (3, FoundChar::Number(1024)), "{e}");
         let e = parse_cpulist(" 1;2").unwrap_err();
         assert_eq!((e.column, e.found), (3, FoundChar::Char(';')), "{e}");
+    }
+
+    #[test]
+    fn range_matches_bit_by_bit() {
+        for (lo, hi) in [
+            (0, 0),
+            (0, 1),
+            (3, 64),
+            (63, 65),
+            (0, 1024),
+            (100, 900),
+            (64, 128),
+            (5, 3),
+            (1000, 2000),
+        ] {
+            let want: CpuSet = (lo..hi.min(MAX_CPUS)).map(CpuId::new).collect();
+            assert_eq!(CpuSet::range(lo, hi), want, "range({lo}, {hi})");
+        }
     }
 
     #[test]
