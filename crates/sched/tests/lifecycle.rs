@@ -233,3 +233,20 @@ fn sleep_until_wakes_at_the_deadline_with_no_waker() {
     );
     assert_eq!(h.counters().wakes_counted, 0);
 }
+
+#[test]
+fn a_wake_to_a_busy_home_is_forwarded_to_a_sleeper_in_its_llc() {
+    let mut h = host_with(|_| {});
+    let t = h.spawn(cpu(9), TaskSpec::fair(0));
+    let home = h.cpu_of(t);
+    h.block(home);
+    // Home gets busy with a pinned task.
+    h.spawn_pinned(home, TaskSpec::fair(0));
+    h.irq_wake(cpu(0), t);
+    let c = h.cpu_of(t);
+    assert_ne!(c, home, "home is busy: the wake must be forwarded");
+    assert_eq!(h.sh.topology().level_between(c, home), Level::Llc, "forwarded within home's LLC, got {c:?}");
+    assert_ne!(h.sh.topology().core_cpus(c), h.sh.topology().core_cpus(home), "to a free core first");
+    assert_eq!(h.counters().moves_forward, 1);
+    assert_eq!(h.where_is(t).unwrap().1, Holding::Running);
+}
