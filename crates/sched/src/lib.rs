@@ -39,6 +39,7 @@ pub mod cpu;
 pub mod doorbell;
 pub mod effects;
 pub mod fair;
+pub mod invariants;
 pub mod park;
 pub mod policy;
 pub mod shared;

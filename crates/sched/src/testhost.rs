@@ -9,7 +9,6 @@
 //! its mask does not name.
 
 use alloc::collections::{BTreeMap, VecDeque};
-use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -19,7 +18,6 @@ use crate::config::Config;
 use crate::cpu::{CpuSched, Holding};
 use crate::doorbell::IdleDepth;
 use crate::effects::{Counters, Effects, Switch, Trace};
-use crate::park::TaskState;
 use crate::shared::Shared;
 use crate::task::{TaskId, TaskSpec};
 
@@ -238,51 +236,6 @@ impl TestHost {
     }
 
     pub fn invariants(&self) -> Result<(), String> {
-        let mut seen: BTreeMap<TaskId, (CpuId, Holding)> = BTreeMap::new();
-        for c in &self.cpus {
-            let mut running = 0;
-            for (t, h) in c.holdings() {
-                if let Some(prev) = seen.insert(t, (c.id(), h)) {
-                    return Err(format!("{t:?} held twice: {prev:?} and {:?}", (c.id(), h)));
-                }
-                if h == Holding::Running {
-                    running += 1;
-                }
-                let task = c.task(t).expect("held");
-                // Parked and held tasks are corrected when they next run.
-                if matches!(h, Holding::Running | Holding::Queued) && !task.mask().contains(c.id())
-                {
-                    return Err(format!(
-                        "{t:?} is {h:?} on {:?}, outside its mask {}",
-                        c.id(),
-                        task.mask()
-                    ));
-                }
-                let w = self.sh.task_word(t);
-                let ok = match h {
-                    Holding::Running => matches!(w.state, TaskState::Running),
-                    Holding::Queued | Holding::Held => matches!(w.state, TaskState::Queued),
-                    Holding::Parked => matches!(w.state, TaskState::Parked | TaskState::Waking),
-                };
-                if !ok || w.owner != c.id() {
-                    return Err(format!(
-                        "{t:?} is {h:?} on {:?} but its park word says {w:?}",
-                        c.id()
-                    ));
-                }
-            }
-            if running > 1 {
-                return Err(format!("{:?} runs {running} tasks", c.id()));
-            }
-        }
-        for i in 0..self.sh.tasks_created() {
-            let t = TaskId(i as u32);
-            let w = self.sh.task_word(t);
-            let in_flight = matches!(w.state, TaskState::Moving | TaskState::Waking);
-            if w.state != TaskState::Dead && !in_flight && !seen.contains_key(&t) {
-                return Err(format!("{t:?} is lost: {w:?}, held by no CPU"));
-            }
-        }
-        Ok(())
+        crate::invariants::check(&self.sh, &self.cpus)
     }
 }

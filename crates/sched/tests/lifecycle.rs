@@ -245,8 +245,16 @@ fn a_wake_to_a_busy_home_is_forwarded_to_a_sleeper_in_its_llc() {
     h.irq_wake(cpu(0), t);
     let c = h.cpu_of(t);
     assert_ne!(c, home, "home is busy: the wake must be forwarded");
-    assert_eq!(h.sh.topology().level_between(c, home), Level::Llc, "forwarded within home's LLC, got {c:?}");
-    assert_ne!(h.sh.topology().core_cpus(c), h.sh.topology().core_cpus(home), "to a free core first");
+    assert_eq!(
+        h.sh.topology().level_between(c, home),
+        Level::Llc,
+        "forwarded within home's LLC, got {c:?}"
+    );
+    assert_ne!(
+        h.sh.topology().core_cpus(c),
+        h.sh.topology().core_cpus(home),
+        "to a free core first"
+    );
     assert_eq!(h.counters().moves_forward, 1);
     assert_eq!(h.where_is(t).unwrap().1, Holding::Running);
 }

@@ -1,0 +1,69 @@
+//! The scheduler's invariants, checked by hosts after every step (the test
+//! host after every pass, the simulator after every event in tests and
+//! debug builds).
+//!
+//! * every live task is held by exactly one CPU, or is in flight (`Moving`,
+//!   or `Waking` with its Wake message on the way);
+//! * a CPU runs at most one task;
+//! * the park word agrees with where the task is and names its holder;
+//! * no task runs or waits in a queue on a CPU its mask does not name
+//!   (parked and held tasks are corrected when they next run).
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+
+use schedlab_topology::CpuId;
+
+use crate::cpu::{CpuSched, Holding};
+use crate::park::TaskState;
+use crate::shared::Shared;
+use crate::task::TaskId;
+
+/// `Err` names the first broken invariant.
+pub fn check(sh: &Shared, cpus: &[CpuSched]) -> Result<(), String> {
+    let mut seen: BTreeMap<TaskId, (CpuId, Holding)> = BTreeMap::new();
+    for c in cpus {
+        let mut running = 0;
+        for (t, h) in c.holdings() {
+            if let Some(prev) = seen.insert(t, (c.id(), h)) {
+                return Err(format!("{t:?} held twice: {prev:?} and {:?}", (c.id(), h)));
+            }
+            if h == Holding::Running {
+                running += 1;
+            }
+            let task = c.task(t).expect("held");
+            if matches!(h, Holding::Running | Holding::Queued) && !task.mask().contains(c.id()) {
+                return Err(format!(
+                    "{t:?} is {h:?} on {:?}, outside its mask {}",
+                    c.id(),
+                    task.mask()
+                ));
+            }
+            let w = sh.task_word(t);
+            let ok = match h {
+                Holding::Running => matches!(w.state, TaskState::Running | TaskState::Committing),
+                Holding::Queued | Holding::Held => matches!(w.state, TaskState::Queued),
+                Holding::Parked => matches!(w.state, TaskState::Parked | TaskState::Waking),
+            };
+            if !ok || w.owner != c.id() {
+                return Err(format!(
+                    "{t:?} is {h:?} on {:?} but its park word says {w:?}",
+                    c.id()
+                ));
+            }
+        }
+        if running > 1 {
+            return Err(format!("{:?} runs {running} tasks", c.id()));
+        }
+    }
+    for i in 0..sh.tasks_created() {
+        let t = TaskId(i as u32);
+        let w = sh.task_word(t);
+        let in_flight = matches!(w.state, TaskState::Moving | TaskState::Waking);
+        if w.state != TaskState::Dead && !in_flight && !seen.contains_key(&t) {
+            return Err(format!("{t:?} is lost: {w:?}, held by no CPU"));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! The cost model: what each hardware event costs in virtual nanoseconds.
+//!
+//! One struct with named fields, a default calibrated once for every
+//! scenario (never per scenario), and a TOML form (`[cost]` in a scenario
+//! file, any field may be left out). Sources are DESIGN.md section 14 and
+//! the references it cites; each field says which.
+//!
+//! Calibration (held by a test): on `amd-2x8`, `ipc.reqrep.8` split across
+//! the LLCs reads 1.15–1.35× the pair in one LLC on two cores (the seed's
+//! metal: 8.4–8.5 against 6.7–6.9 µs, about 1.25), and the pair on one
+//! core's siblings 1.05–1.25× two cores (7.9–8.0 against 6.9, about 1.15).
+//! The absolute numbers are the model's, not the metal's.
+
+use schedlab_topology::Level;
+use serde::Deserialize;
+
+/// Costs by topological distance.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ByLevel {
+    pub smt: f64,
+    pub llc: f64,
+    pub node: f64,
+    pub machine: f64,
+}
+
+impl ByLevel {
+    pub fn at(&self, level: Level) -> f64 {
+        match level {
+            Level::Same | Level::Smt => self.smt,
+            Level::Llc => self.llc,
+            Level::Node => self.node,
+            Level::Machine => self.machine,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CostModel {
+    /// One cache line moved between two CPUs, ns, by distance
+    /// (nviennot/core-to-core-latency: SMT 5–13, same CCX on Zen 3/4 16–27,
+    /// across CCX 73–127, across sockets 190–300 on EPYC).
+    pub line_ns: ByLevel,
+    /// Lines a hand-off touches: the message, the wait queue, the woken
+    /// task's state and run-queue lines, the park word and the mailbox.
+    /// An estimate (a futex wake touches 6–12 lines in Linux), not measured.
+    pub lines_per_handoff: f64,
+    /// Payload bandwidth, bytes per ns, by distance: about 20 GB/s inside a
+    /// CCX, 10 across CCXs, 8 across sockets for one stream (STREAM-like
+    /// single-thread copies on Zen 3/4; an estimate).
+    pub bytes_per_ns: ByLevel,
+    /// Wake from idle, ns, by idle depth index (AMD acpi_idle: C1 about
+    /// 1 µs, C2 about 18 µs; Intel C6 85–290 µs).
+    pub wake_from_idle_ns: Vec<u64>,
+    /// An IPI from send to handler on an awake CPU (x86: 1.1–1.2 µs).
+    pub ipi_ns: u64,
+    /// A context switch (x86: 1.1–1.5 µs).
+    pub context_switch_ns: u64,
+    /// Entering the kernel and posting a wake or a message.
+    pub syscall_ns: u64,
+    /// A thread's way from deciding to block to giving up the CPU (the
+    /// futex_wait/poll path before schedule()).
+    pub block_ns: u64,
+    /// The scheduler pass that handles a kick (drain, decide).
+    pub pass_ns: u64,
+    /// How much slower a thread runs while its SMT sibling is busy
+    /// (2 threads on one core give about 1.2–1.3x one thread's throughput,
+    /// so each runs at about 0.6: 1.6x slower).
+    pub smt_slowdown: f64,
+    /// Refill after a migration: the working set is re-read at the
+    /// bandwidth of the distance moved, at most this many bytes.
+    pub refill_cap_bytes: u64,
+    /// An interrupt's entry and exit on the CPU that takes it.
+    pub irq_ns: u64,
+    /// Creating a thread (clone + setup) on the parent's CPU; spawn + join
+    /// reads 9–20 µs on x86 servers.
+    pub spawn_ns: u64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel {
+            line_ns: ByLevel {
+                smt: 8.0,
+                llc: 22.0,
+                node: 100.0,
+                machine: 250.0,
+            },
+            lines_per_handoff: 10.0,
+            bytes_per_ns: ByLevel {
+                smt: 24.0,
+                llc: 20.0,
+                node: 10.0,
+                machine: 8.0,
+            },
+            wake_from_idle_ns: vec![1_000, 18_000, 120_000],
+            ipi_ns: 1_150,
+            context_switch_ns: 1_200,
+            syscall_ns: 250,
+            block_ns: 800,
+            pass_ns: 150,
+            smt_slowdown: 1.6,
+            refill_cap_bytes: 1 << 20,
+            irq_ns: 500,
+            spawn_ns: 6_000,
+        }
+    }
+}
+
+impl CostModel {
+    /// The named presets: `default` (the calibrated one above).
+    pub fn preset(name: &str) -> Option<CostModel> {
+        match name {
+            "default" => Some(CostModel::default()),
+            _ => None,
+        }
+    }
+
+    /// A message or wake hand-off of `bytes` between CPUs `level` apart.
+    pub fn handoff_ns(&self, level: Level, bytes: u64) -> u64 {
+        if level == Level::Same {
+            return (bytes as f64 / self.bytes_per_ns.smt) as u64;
+        }
+        (self.lines_per_handoff * self.line_ns.at(level) + bytes as f64 / self.bytes_per_ns.at(level)) as u64
+    }
+
+    /// Re-reading `working_set` bytes after moving `level` away.
+    pub fn refill_ns(&self, level: Level, working_set: u64) -> u64 {
+        if level == Level::Same {
+            return 0;
+        }
+        let b = working_set.min(self.refill_cap_bytes);
+        (b as f64 / self.bytes_per_ns.at(level)) as u64
+    }
+
+    pub fn wake_from_idle(&self, depth: u8) -> u64 {
+        let d = (depth as usize).min(self.wake_from_idle_ns.len().saturating_sub(1));
+        self.wake_from_idle_ns.get(d).copied().unwrap_or(self.ipi_ns)
+    }
+}

@@ -1,0 +1,80 @@
+//! Task programs: what a simulated thread does, op by op.
+//!
+//! Every blocking op waits through the scheduler (`block`, `sleep_until`,
+//! `join`), re-checking its condition each time the park returns; every
+//! waking op posts through the scheduler's delivery on the poster's CPU,
+//! so attribution is the scheduler's (a device completion posts from an
+//! interrupt and names no waker; `exit` sets leaving before its wakes).
+
+use serde::Deserialize;
+
+/// Names of the objects programs share (ports, pipes, futexes, locks),
+/// resolved to indices when a simulation is built.
+pub type ObjName = String;
+
+/// One op of a program.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum Op {
+    /// Compute for this many ns (slower while the SMT sibling is busy).
+    Run(u64),
+    /// Send a request of `bytes` to `port` and wait for its reply.
+    Call { port: ObjName, bytes: u64 },
+    /// Wait for a request on `port`; it becomes the one `reply` answers.
+    Serve { port: ObjName },
+    /// Reply to the request being served with `bytes`.
+    Reply { bytes: u64 },
+    /// Write `bytes` into a pipe, waiting while it is full.
+    PipeWrite { pipe: ObjName, bytes: u64 },
+    /// Read `bytes` from a pipe, waiting while it is empty.
+    PipeRead { pipe: ObjName, bytes: u64 },
+    /// Wait until the futex's generation moves past the one last seen.
+    FutexWait { futex: ObjName },
+    /// Move the futex's generation on and wake up to `n` waiters.
+    FutexWake { futex: ObjName, n: u32 },
+    /// Take a sleeplock (hand-off on unlock).
+    Lock { lock: ObjName },
+    Unlock { lock: ObjName },
+    /// Sleep this many ns (a deadline in the owner's heap).
+    Sleep(u64),
+    /// A disk request that completes after this many ns, by interrupt.
+    Io(u64),
+    /// Start a thread running the program named here.
+    Spawn { program: String },
+    /// Wait for the most recently spawned, not yet joined, child.
+    Join,
+    Exit,
+    Yield,
+    /// Repeat the body `n` times.
+    Loop { n: u64, body: Vec<Op> },
+    /// Record the time since this task's previous lap of `metric`.
+    Lap { metric: String },
+    /// Add `n` to the counter `metric` (bytes moved, ops done).
+    Count { metric: String, n: u64 },
+}
+
+/// A flattened program: loops become counted jumps.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Instr {
+    Op(Op),
+    /// Start of a loop running `n` times; its end is at `end`.
+    LoopStart { n: u64, end: usize },
+    /// End of a loop whose start is at `start`.
+    LoopEnd { start: usize },
+}
+
+pub(crate) fn flatten(ops: &[Op], out: &mut Vec<Instr>) {
+    for op in ops {
+        match op {
+            Op::Loop { n, body } => {
+                let start = out.len();
+                out.push(Instr::LoopStart { n: *n, end: 0 });
+                flatten(body, out);
+                let end = out.len();
+                out.push(Instr::LoopEnd { start });
+                out[start] = Instr::LoopStart { n: *n, end };
+            }
+            other => out.push(Instr::Op(other.clone())),
+        }
+    }
+}
