@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod run;
 mod topo;
 
 /// schedlab: a multi-core CPU scheduler and a deterministic simulator of
@@ -25,6 +26,10 @@ struct Cli {
 enum Command {
     /// Print a machine's topology: node -> LLC -> core -> CPUs.
     Topo(topo::TopoArgs),
+    /// Run a scenario (built-in or .toml) over one or more seeds.
+    Run(run::RunArgs),
+    /// Run a scenario for each value of one parameter, over seeds.
+    Sweep(run::SweepArgs),
 }
 
 /// A command's failure, and the exit code it maps to.
@@ -32,18 +37,26 @@ enum Command {
 pub enum Failure {
     /// Bad input or usage: exit 2.
     Input(String),
+    /// A check the command makes failed: exit 1.
+    Check(String),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topo(args) => topo::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Sweep(args) => run::sweep(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Input(msg)) => {
             eprintln!("schedlab: {msg}");
             ExitCode::from(2)
+        }
+        Err(Failure::Check(msg)) => {
+            eprintln!("schedlab: {msg}");
+            ExitCode::from(1)
         }
     }
 }

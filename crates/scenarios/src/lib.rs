@@ -1,6 +1,282 @@
-//! The scenario catalog (Rust builders) and scenario files (TOML). Filled by
-//! the simulator issue; for now it only fixes the crate's place above `sim`.
+//! The scenario catalog and the scenario file format.
+//!
+//! A [`Scenario`] is a [`SimSpec`] plus the figures it reports. Built-in
+//! scenarios are written with the same [`Builder`] that scenario files load
+//! into, so `schedlab run FILE.toml` runs a file exactly as it runs a
+//! built-in.
+//!
+//! Every scenario takes the common parameters (`--param k=v`):
+//! `policy` (`home` | `waker-streak`), `waker_run` (implies
+//! `waker-streak`), `spawn` (`near` | `rotate`), `balance` (`on` | `off`),
+//! `protect_on_repick` (`true` | `false`), `run_ms`, `idle_depth`; and its
+//! own, listed by `schedlab run --list`.
 
 #![forbid(unsafe_code)]
 
+use std::collections::BTreeMap;
+
+use schedlab_sim::sched::{Balance, Config, Placement, SpawnPolicy, TaskSpec};
+use schedlab_sim::{CostModel, Figure, Op, SimSpec, TaskDef};
+use schedlab_topology::{preset, CpuId, CpuSet, Topology};
+
+pub mod catalog;
+pub mod file;
+
 pub use schedlab_sim as sim;
+
+/// A runnable scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    pub spec: SimSpec,
+    /// `(name, figure)` in report order.
+    pub figures: Vec<(String, Figure)>,
+    /// Every parameter with the value this build used.
+    pub params: BTreeMap<String, String>,
+}
+
+/// Why a scenario could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError(pub String);
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// `--param` values, consumed as a scenario reads them, so that an unknown
+/// one is an error.
+#[derive(Clone, Debug, Default)]
+pub struct Params {
+    given: BTreeMap<String, String>,
+    used: BTreeMap<String, String>,
+}
+
+impl Params {
+    pub fn new(pairs: impl IntoIterator<Item = (String, String)>) -> Params {
+        Params {
+            given: pairs.into_iter().collect(),
+            used: BTreeMap::new(),
+        }
+    }
+
+    /// Parses `k=v` strings.
+    pub fn parse(args: &[String]) -> Result<Params, ScenarioError> {
+        let mut pairs = Vec::new();
+        for a in args {
+            let (k, v) = a
+                .split_once('=')
+                .ok_or_else(|| ScenarioError(format!("--param {a:?}: expected name=value")))?;
+            pairs.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        Ok(Params::new(pairs))
+    }
+
+    pub fn get<T: std::str::FromStr + std::fmt::Display>(
+        &mut self,
+        key: &str,
+        default: T,
+    ) -> Result<T, ScenarioError> {
+        let v = match self.given.get(key) {
+            Some(s) => s
+                .parse::<T>()
+                .map_err(|_| ScenarioError(format!("parameter {key}={s:?}: not a valid value")))?,
+            None => default,
+        };
+        self.used.insert(key.to_string(), v.to_string());
+        Ok(v)
+    }
+
+    pub fn get_bool(&mut self, key: &str, default: bool) -> Result<bool, ScenarioError> {
+        let v = match self.given.get(key).map(String::as_str) {
+            None => default,
+            Some("true" | "on" | "1" | "yes") => true,
+            Some("false" | "off" | "0" | "no") => false,
+            Some(s) => {
+                return Err(ScenarioError(format!(
+                    "parameter {key}={s:?}: expected true/false or on/off"
+                )))
+            }
+        };
+        self.used.insert(key.to_string(), v.to_string());
+        Ok(v)
+    }
+
+    pub fn is_set(&self, key: &str) -> bool {
+        self.given.contains_key(key)
+    }
+
+    /// Errors if a given parameter was never read.
+    pub fn finish(self, scenario: &str) -> Result<BTreeMap<String, String>, ScenarioError> {
+        if let Some(k) = self.given.keys().find(|k| !self.used.contains_key(*k)) {
+            let known: Vec<&str> = self.used.keys().map(String::as_str).collect();
+            return Err(ScenarioError(format!(
+                "scenario {scenario} has no parameter {k:?}: expected one of {}",
+                known.join(", ")
+            )));
+        }
+        Ok(self.used)
+    }
+}
+
+/// Builds a scenario: the catalog and the file loader both use it.
+pub struct Builder {
+    name: String,
+    pub(crate) spec: SimSpec,
+    figures: Vec<(String, Figure)>,
+}
+
+impl Builder {
+    pub fn new(name: &str, topology: Topology) -> Builder {
+        let config = Config::for_topology(&topology);
+        Builder {
+            name: name.to_string(),
+            spec: SimSpec {
+                topology,
+                config,
+                cost: CostModel::default(),
+                idle_depth: 0,
+                programs: BTreeMap::new(),
+                tasks: Vec::new(),
+                run_ns: 1_000_000_000,
+                disk_irq_cpu: CpuId::new(0),
+                pipe_capacity: 65_536,
+                check_invariants: cfg!(debug_assertions),
+                keep_log: false,
+                fixed_order: false,
+            },
+            figures: Vec::new(),
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.spec.topology
+    }
+
+    pub fn config(&mut self) -> &mut Config {
+        &mut self.spec.config
+    }
+
+    pub fn cost(&mut self, cost: CostModel) -> &mut Self {
+        self.spec.cost = cost;
+        self
+    }
+
+    pub fn run_ns(&mut self, ns: u64) -> &mut Self {
+        self.spec.run_ns = ns;
+        self
+    }
+
+    pub fn idle_depth(&mut self, d: u8) -> &mut Self {
+        self.spec.idle_depth = d;
+        self
+    }
+
+    pub fn disk_irq_cpu(&mut self, cpu: usize) -> &mut Self {
+        self.spec.disk_irq_cpu = CpuId::new(cpu);
+        self
+    }
+
+    pub fn program(&mut self, name: &str, ops: Vec<Op>) -> &mut Self {
+        self.spec.programs.insert(name.to_string(), ops);
+        self
+    }
+
+    /// A task starting on `cpu`, allowed on `mask` (all CPUs when `None`).
+    pub fn task(
+        &mut self,
+        name: &str,
+        cpu: usize,
+        mask: Option<CpuSet>,
+        spec: TaskSpec,
+        program: Vec<Op>,
+    ) -> &mut Self {
+        let mut spec = spec;
+        spec.mask = mask;
+        self.spec.tasks.push(TaskDef {
+            name: name.to_string(),
+            spec,
+            start_cpu: CpuId::new(cpu),
+            program,
+            working_set: 64 * 1024,
+        });
+        self
+    }
+
+    pub fn figure(&mut self, name: &str, f: Figure) -> &mut Self {
+        self.figures.push((name.to_string(), f));
+        self
+    }
+
+    /// Reads the common parameters into the config.
+    pub fn common(&mut self, p: &mut Params) -> Result<&mut Self, ScenarioError> {
+        let default_policy = self.spec.config.placement.name().to_string();
+        let policy: String = p.get("policy", default_policy)?;
+        let default_k = match self.spec.config.placement {
+            Placement::WakerStreak { waker_run } => waker_run,
+            Placement::Home => schedlab_sim::sched::WAKER_RUN,
+        };
+        let k: u8 = p.get("waker_run", default_k)?;
+        self.spec.config.placement = match policy.as_str() {
+            _ if p.is_set("waker_run") => Placement::WakerStreak { waker_run: k },
+            "home" => Placement::Home,
+            "waker-streak" => Placement::WakerStreak { waker_run: k },
+            other => {
+                return Err(ScenarioError(format!(
+                    "policy {other:?}: expected home or waker-streak"
+                )))
+            }
+        };
+        let spawn: String = p.get(
+            "spawn",
+            match self.spec.config.spawn {
+                SpawnPolicy::Near => "near".to_string(),
+                SpawnPolicy::Rotate => "rotate".to_string(),
+            },
+        )?;
+        self.spec.config.spawn = match spawn.as_str() {
+            "near" => SpawnPolicy::Near,
+            "rotate" => SpawnPolicy::Rotate,
+            o => {
+                return Err(ScenarioError(format!(
+                    "spawn {o:?}: expected near or rotate"
+                )))
+            }
+        };
+        let bal = p.get_bool(
+            "balance",
+            self.spec.config.balance.newidle || self.spec.config.balance.periodic,
+        )?;
+        self.spec.config.balance = if bal { Balance::ON } else { Balance::OFF };
+        let por = p.get_bool("protect_on_repick", self.spec.config.fair.protect_on_repick)?;
+        self.spec.config.fair.protect_on_repick = por;
+        let run_ms: u64 = p.get("run_ms", self.spec.run_ns / 1_000_000)?;
+        self.spec.run_ns = run_ms * 1_000_000;
+        let d: u8 = p.get("idle_depth", self.spec.idle_depth)?;
+        self.spec.idle_depth = d;
+        Ok(self)
+    }
+
+    pub fn build(&mut self, params: BTreeMap<String, String>) -> Scenario {
+        Scenario {
+            name: self.name.clone(),
+            spec: self.spec.clone(),
+            figures: self.figures.clone(),
+            params,
+        }
+    }
+}
+
+/// A topology by preset name, or a clear error.
+pub fn topology(name: &str) -> Result<Topology, ScenarioError> {
+    preset(name).ok_or_else(|| {
+        let names: Vec<&str> = schedlab_topology::PRESETS.iter().map(|p| p.name).collect();
+        ScenarioError(format!(
+            "unknown topology {name:?}: expected one of {}",
+            names.join(", ")
+        ))
+    })
+}

@@ -71,6 +71,18 @@ pub struct CostModel {
     /// Refill after a migration: the working set is re-read at the
     /// bandwidth of the distance moved, at most this many bytes.
     pub refill_cap_bytes: u64,
+    /// The bytes of a task's private-cache footprint (L1/L2 lines its path
+    /// touches between runs) that another task sharing the core (the same
+    /// CPU, or its SMT sibling) evicts: re-read from the LLC when the task
+    /// runs again after another used the core. An estimate (L1d is 32 KiB
+    /// per core on Zen 3/4, shared by its two threads), calibrated with the
+    /// pair-on-siblings ratio.
+    pub core_footprint_bytes: u64,
+    /// Latencies of kicks and context switches vary by up to this fraction
+    /// either way, drawn from the run's seeded RNG: real wake-ups vary
+    /// (timer and cache state), and it lets a sweep over seeds explore
+    /// timings, not only tie orders. 0 makes the costs exact.
+    pub jitter: f64,
     /// An interrupt's entry and exit on the CPU that takes it.
     pub irq_ns: u64,
     /// Creating a thread (clone + setup) on the parent's CPU; spawn + join
@@ -84,7 +96,7 @@ impl Default for CostModel {
             line_ns: ByLevel {
                 smt: 8.0,
                 llc: 22.0,
-                node: 100.0,
+                node: 90.0,
                 machine: 250.0,
             },
             lines_per_handoff: 10.0,
@@ -94,14 +106,16 @@ impl Default for CostModel {
                 node: 10.0,
                 machine: 8.0,
             },
-            wake_from_idle_ns: vec![1_000, 18_000, 120_000],
+            wake_from_idle_ns: vec![1_200, 18_000, 120_000],
             ipi_ns: 1_150,
             context_switch_ns: 1_200,
-            syscall_ns: 250,
-            block_ns: 800,
+            syscall_ns: 600,
+            block_ns: 200,
             pass_ns: 150,
             smt_slowdown: 1.6,
             refill_cap_bytes: 1 << 20,
+            core_footprint_bytes: 8 * 1024,
+            jitter: 0.1,
             irq_ns: 500,
             spawn_ns: 6_000,
         }
@@ -122,7 +136,8 @@ impl CostModel {
         if level == Level::Same {
             return (bytes as f64 / self.bytes_per_ns.smt) as u64;
         }
-        (self.lines_per_handoff * self.line_ns.at(level) + bytes as f64 / self.bytes_per_ns.at(level)) as u64
+        (self.lines_per_handoff * self.line_ns.at(level)
+            + bytes as f64 / self.bytes_per_ns.at(level)) as u64
     }
 
     /// Re-reading `working_set` bytes after moving `level` away.
@@ -136,6 +151,9 @@ impl CostModel {
 
     pub fn wake_from_idle(&self, depth: u8) -> u64 {
         let d = (depth as usize).min(self.wake_from_idle_ns.len().saturating_sub(1));
-        self.wake_from_idle_ns.get(d).copied().unwrap_or(self.ipi_ns)
+        self.wake_from_idle_ns
+            .get(d)
+            .copied()
+            .unwrap_or(self.ipi_ns)
     }
 }

@@ -1,8 +1,45 @@
-//! The schedlab simulator: hosts `schedlab-sched` unchanged on a simulated
-//! machine. Filled by the simulator issue; for now it only fixes the crate's
-//! place in the layering (it depends on `sched` and `topology`, never the
-//! other way).
+//! The schedlab simulator: a machine of the shape a `Topology` names, with
+//! the cost model's latencies, running `schedlab-sched` unchanged on every
+//! CPU, and task programs that block and wake only through it.
+//!
+//! * [`engine`]: the event queue, the CPUs, the program interpreter,
+//!   devices, the trace hash and the invariant checks;
+//! * [`cost`]: the cost model and its sources;
+//! * [`program`]: the ops a task runs;
+//! * [`figures`]: what a run reports.
+//!
+//! The simulator knows no scenario by name: a scenario is a [`SimSpec`] and
+//! a list of [`Figure`]s, built by `schedlab-scenarios`.
 
 #![forbid(unsafe_code)]
 
+pub mod cost;
+pub mod engine;
+pub mod figures;
+pub mod program;
+
+pub use cost::{ByLevel, CostModel};
+pub use engine::{Outcome, Sim, SimSpec, TaskDef, TaskOutcome};
+pub use figures::Figure;
+pub use program::Op;
 pub use schedlab_sched as sched;
+
+/// Runs `spec` twice with `seed` and names the first event where the runs
+/// differ, or `None` when they agree event for event.
+pub fn first_divergence(spec: &SimSpec, seed: u64) -> Option<(usize, String, String)> {
+    let mut spec = spec.clone();
+    spec.keep_log = true;
+    let a = Sim::new(&spec, seed).run();
+    let b = Sim::new(&spec, seed).run();
+    let n = a.log.len().max(b.log.len());
+    (0..n).find_map(|i| {
+        let (x, y) = (a.log.get(i), b.log.get(i));
+        (x != y).then(|| {
+            (
+                i,
+                x.cloned().unwrap_or_else(|| "<end>".into()),
+                y.cloned().unwrap_or_else(|| "<end>".into()),
+            )
+        })
+    })
+}

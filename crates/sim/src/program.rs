@@ -19,38 +19,85 @@ pub enum Op {
     /// Compute for this many ns (slower while the SMT sibling is busy).
     Run(u64),
     /// Send a request of `bytes` to `port` and wait for its reply.
-    Call { port: ObjName, bytes: u64 },
+    Call {
+        port: ObjName,
+        bytes: u64,
+    },
     /// Wait for a request on `port`; it becomes the one `reply` answers.
-    Serve { port: ObjName },
+    Serve {
+        port: ObjName,
+    },
     /// Reply to the request being served with `bytes`.
-    Reply { bytes: u64 },
+    Reply {
+        bytes: u64,
+    },
     /// Write `bytes` into a pipe, waiting while it is full.
-    PipeWrite { pipe: ObjName, bytes: u64 },
+    PipeWrite {
+        pipe: ObjName,
+        bytes: u64,
+    },
     /// Read `bytes` from a pipe, waiting while it is empty.
-    PipeRead { pipe: ObjName, bytes: u64 },
+    PipeRead {
+        pipe: ObjName,
+        bytes: u64,
+    },
     /// Wait until the futex's generation moves past the one last seen.
-    FutexWait { futex: ObjName },
+    FutexWait {
+        futex: ObjName,
+    },
     /// Move the futex's generation on and wake up to `n` waiters.
-    FutexWake { futex: ObjName, n: u32 },
+    FutexWake {
+        futex: ObjName,
+        n: u32,
+    },
     /// Take a sleeplock (hand-off on unlock).
-    Lock { lock: ObjName },
-    Unlock { lock: ObjName },
+    Lock {
+        lock: ObjName,
+    },
+    Unlock {
+        lock: ObjName,
+    },
     /// Sleep this many ns (a deadline in the owner's heap).
     Sleep(u64),
     /// A disk request that completes after this many ns, by interrupt.
     Io(u64),
     /// Start a thread running the program named here.
-    Spawn { program: String },
+    Spawn {
+        program: String,
+    },
     /// Wait for the most recently spawned, not yet joined, child.
     Join,
     Exit,
     Yield,
     /// Repeat the body `n` times.
-    Loop { n: u64, body: Vec<Op> },
+    Loop {
+        n: u64,
+        body: Vec<Op>,
+    },
+    /// Sleep a uniformly random time in `[min, max]` ns, drawn from the
+    /// run's program RNG stream.
+    RandomSleep {
+        min: u64,
+        max: u64,
+    },
+    /// Sleep an exponentially distributed time of mean `mean` ns: a
+    /// memoryless (Poisson) source, so which of several such sources fires
+    /// next is independent of the past.
+    ExpSleep {
+        mean: u64,
+    },
+    /// Begin leaving the process: from here on this thread's wakes name no
+    /// waker (what `exit` does first).
+    Leave,
     /// Record the time since this task's previous lap of `metric`.
-    Lap { metric: String },
+    Lap {
+        metric: String,
+    },
     /// Add `n` to the counter `metric` (bytes moved, ops done).
-    Count { metric: String, n: u64 },
+    Count {
+        metric: String,
+        n: u64,
+    },
 }
 
 /// A flattened program: loops become counted jumps.
@@ -58,9 +105,14 @@ pub enum Op {
 pub(crate) enum Instr {
     Op(Op),
     /// Start of a loop running `n` times; its end is at `end`.
-    LoopStart { n: u64, end: usize },
+    LoopStart {
+        n: u64,
+        end: usize,
+    },
     /// End of a loop whose start is at `start`.
-    LoopEnd { start: usize },
+    LoopEnd {
+        start: usize,
+    },
 }
 
 pub(crate) fn flatten(ops: &[Op], out: &mut Vec<Instr>) {

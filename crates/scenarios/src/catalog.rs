@@ -1,0 +1,391 @@
+//! The built-in scenarios: the seed's cases (seeds/000) and the rows they
+//! are measured by. Each reads its own parameters and the common ones.
+
+use schedlab_sim::sched::{Balance, Placement, TaskSpec};
+use schedlab_sim::{Figure, Op};
+use schedlab_topology::{CpuSet, Level, Topology, DEFAULT_PRESET};
+
+use crate::{topology, Builder, Params, Scenario, ScenarioError};
+
+/// `(name, what it is)` for every built-in.
+pub const CATALOG: &[(&str, &str)] = &[
+    ("reqrep", "a request/reply pair, pinned as `placement` says (split | same_llc | same_core), `bytes` each way, `rounds` round trips; rtt_us"),
+    ("split_pair", "request/reply started with the client in LLC 0 and the server in LLC 1, neither pinned: moves once into one LLC"),
+    ("server_two_llcs", "one unpinned server on cpu0, a client pinned in LLC 0 and one pinned on cpu9, balancing off, `rounds` each"),
+    ("fan_out", "a producer on cpu0 wakes 16 futex waiters for 16 rounds, balancing on: migrations"),
+    ("leaving", "7 counted wakes from a thread, then 8 after it begins leaving: the task stays home"),
+    ("indep_wakes", "a task woken at random by pinned wakers in two LLCs, parked at every wake: moves per counted wake against 1/(2^(k+1)-2)"),
+];
+
+pub fn names() -> impl Iterator<Item = &'static str> {
+    CATALOG.iter().map(|(n, _)| *n)
+}
+
+/// Builds the built-in `name` on `topo` (its default when `None`).
+pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, ScenarioError> {
+    let t = topology(topo.unwrap_or(DEFAULT_PRESET))?;
+    let mut b = Builder::new(name, t);
+    b.config().placement = Placement::waker_streak();
+    match name {
+        "reqrep" => reqrep(&mut b, &mut p)?,
+        "split_pair" => split_pair(&mut b, &mut p)?,
+        "server_two_llcs" => server_two_llcs(&mut b, &mut p)?,
+        "fan_out" => fan_out(&mut b, &mut p)?,
+        "leaving" => leaving(&mut b, &mut p)?,
+        "indep_wakes" => indep_wakes(&mut b, &mut p)?,
+        other => {
+            let known: Vec<&str> = names().collect();
+            return Err(ScenarioError(format!(
+                "unknown scenario {other:?}: expected one of {}, or a .toml file",
+                known.join(", ")
+            )));
+        }
+    }
+    b.common(&mut p)?;
+    let params = p.finish(name)?;
+    Ok(b.build(params))
+}
+
+pub fn run(ns: u64) -> Op {
+    Op::Run(ns)
+}
+
+pub fn call(port: &str, bytes: u64) -> Op {
+    Op::Call {
+        port: port.into(),
+        bytes,
+    }
+}
+
+pub fn serve(port: &str) -> Op {
+    Op::Serve { port: port.into() }
+}
+
+pub fn reply(bytes: u64) -> Op {
+    Op::Reply { bytes }
+}
+
+pub fn lap(metric: &str) -> Op {
+    Op::Lap {
+        metric: metric.into(),
+    }
+}
+
+pub fn repeat(n: u64, body: Vec<Op>) -> Op {
+    Op::Loop { n, body }
+}
+
+pub fn futex_wait(f: &str) -> Op {
+    Op::FutexWait { futex: f.into() }
+}
+
+pub fn futex_wake(f: &str, n: u32) -> Op {
+    Op::FutexWake { futex: f.into(), n }
+}
+
+/// A CPU of `t` at `level` from `cpu`: the first that is that far, in id
+/// order (e.g. the first CPU of another core in the same LLC).
+fn cpu_at(t: &Topology, cpu: usize, level: Level) -> Result<usize, ScenarioError> {
+    let c = schedlab_topology::CpuId::new(cpu);
+    t.cpu_ids()
+        .find(|&o| t.level_between(c, o) == level)
+        .map(|o| o.index())
+        .ok_or_else(|| {
+            ScenarioError(format!(
+                "topology {} has no CPU at level {level:?} from cpu{cpu}",
+                t.name()
+            ))
+        })
+}
+
+/// The request/reply pair: a client calling, a server serving.
+fn pair(
+    b: &mut Builder,
+    client: (usize, Option<CpuSet>),
+    server: (usize, Option<CpuSet>),
+    bytes: u64,
+    rounds: u64,
+    service_ns: u64,
+) {
+    b.task(
+        "client",
+        client.0,
+        client.1,
+        TaskSpec::fair(0),
+        vec![
+            lap("rtt"),
+            repeat(rounds, vec![call("p", bytes), lap("rtt")]),
+        ],
+    );
+    b.task(
+        "server",
+        server.0,
+        server.1,
+        TaskSpec::fair(0),
+        vec![repeat(
+            rounds,
+            vec![serve("p"), run(service_ns), reply(bytes)],
+        )],
+    );
+}
+
+fn reqrep(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let placement: String = p.get("placement", "same_llc".to_string())?;
+    let bytes: u64 = p.get("bytes", 8)?;
+    let rounds: u64 = p.get("rounds", 2000)?;
+    let t = b.topology().clone();
+    let server = match placement.as_str() {
+        "split" => cpu_at(&t, 0, Level::Node).or_else(|_| cpu_at(&t, 0, Level::Machine))?,
+        "same_llc" => cpu_at(&t, 0, Level::Llc)?,
+        "same_core" => cpu_at(&t, 0, Level::Smt)?,
+        o => {
+            return Err(ScenarioError(format!(
+                "placement {o:?}: expected split, same_llc or same_core"
+            )))
+        }
+    };
+    let one = |c: usize| Some(CpuSet::single(schedlab_topology::CpuId::new(c)));
+    pair(b, (0, one(0)), (server, one(server)), bytes, rounds, 0);
+    b.figure(
+        "rtt_us",
+        Figure::LapP50Us {
+            metric: "rtt".into(),
+        },
+    );
+    b.figure(
+        "rtt_p99_us",
+        Figure::LapP99Us {
+            metric: "rtt".into(),
+        },
+    );
+    Ok(())
+}
+
+fn split_pair(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 200)?;
+    let bytes: u64 = p.get("bytes", 8)?;
+    b.config().balance = Balance::OFF;
+    let t = b.topology().clone();
+    let far = cpu_at(&t, 0, Level::Node).or_else(|_| cpu_at(&t, 0, Level::Machine))?;
+    pair(b, (0, None), (far, None), bytes, rounds, 0);
+    b.figure(
+        "pair_moves",
+        Figure::Moves {
+            tasks: vec![],
+            reasons: vec![],
+        },
+    );
+    b.figure(
+        "final_same_llc",
+        Figure::SameAt {
+            a: "client".into(),
+            b: "server".into(),
+            level: "llc".into(),
+        },
+    );
+    b.figure(
+        "final_same_core",
+        Figure::SameAt {
+            a: "client".into(),
+            b: "server".into(),
+            level: "core".into(),
+        },
+    );
+    b.figure(
+        "rtt_us",
+        Figure::LapP50Us {
+            metric: "rtt".into(),
+        },
+    );
+    Ok(())
+}
+
+fn server_two_llcs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 24)?;
+    let bytes: u64 = p.get("bytes", 8)?;
+    let think: u64 = p.get("think_max_ns", 20_000)?;
+    b.config().balance = Balance::OFF;
+    let t = b.topology().clone();
+    let llc0 = t.llcs()[0].cpus;
+    let far = cpu_at(&t, 1, Level::Node).or_else(|_| cpu_at(&t, 1, Level::Machine))?;
+    let far = cpu_at(&t, far, Level::Smt).unwrap_or(far); // cpu9 on amd-2x8
+    let near = llc0.iter().nth(2).map(|c| c.index()).unwrap_or(0);
+    let client = |name: &str, b: &mut Builder, cpu: usize, mask: CpuSet| {
+        b.task(
+            name,
+            cpu,
+            Some(mask),
+            TaskSpec::fair(0),
+            // Each client thinks a random while between calls, so which
+            // client's request finds the server parked varies.
+            vec![repeat(
+                rounds,
+                vec![
+                    call("p", bytes),
+                    Op::RandomSleep {
+                        min: 1_000,
+                        max: think,
+                    },
+                ],
+            )],
+        );
+    };
+    client("client_near", b, near, llc0);
+    client(
+        "client_far",
+        b,
+        far,
+        CpuSet::single(schedlab_topology::CpuId::new(far)),
+    );
+    b.task(
+        "server",
+        0,
+        None,
+        TaskSpec::fair(0),
+        vec![repeat(2 * rounds, vec![serve("p"), reply(bytes)])],
+    );
+    b.figure(
+        "server_moves",
+        Figure::Moves {
+            tasks: vec!["server".into()],
+            reasons: vec![],
+        },
+    );
+    b.figure(
+        "pair_moves",
+        Figure::Moves {
+            tasks: vec![],
+            reasons: vec![],
+        },
+    );
+    Ok(())
+}
+
+fn fan_out(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let waiters: u64 = p.get("waiters", 16)?;
+    let rounds: u64 = p.get("rounds", 16)?;
+    let work: u64 = p.get("work_ns", 20_000)?;
+    let gap: u64 = p.get("gap_ns", 200_000)?;
+    b.config().balance = Balance::ON;
+    let n = b.topology().num_cpus() as u64;
+    for i in 0..waiters {
+        b.task(
+            &format!("waiter{i}"),
+            ((i + 1) % n) as usize,
+            None,
+            TaskSpec::fair(0),
+            vec![repeat(rounds, vec![futex_wait("go"), run(work)])],
+        );
+    }
+    b.task(
+        "producer",
+        0,
+        Some(CpuSet::single(schedlab_topology::CpuId::new(0))),
+        TaskSpec::fair(0),
+        vec![repeat(
+            rounds,
+            vec![Op::Sleep(gap), futex_wake("go", waiters as u32)],
+        )],
+    );
+    let names: Vec<String> = (0..waiters).map(|i| format!("waiter{i}")).collect();
+    b.figure(
+        "migrations",
+        Figure::Migrations {
+            tasks: names.clone(),
+        },
+    );
+    b.figure(
+        "waiter_moves",
+        Figure::Moves {
+            tasks: names,
+            reasons: vec![],
+        },
+    );
+    b.figure(
+        "rule_moves",
+        Figure::Counter {
+            name: "moves.waker_rule".into(),
+        },
+    );
+    Ok(())
+}
+
+fn leaving(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let before: u64 = p.get("before", 7)?;
+    let after: u64 = p.get("after", 8)?;
+    b.config().balance = Balance::OFF;
+    let t = b.topology().clone();
+    let far = cpu_at(&t, 1, Level::Node).or_else(|_| cpu_at(&t, 1, Level::Machine))?;
+    b.task(
+        "sleeper",
+        far,
+        None,
+        TaskSpec::fair(0),
+        vec![repeat(before + after, vec![futex_wait("f")])],
+    );
+    let wake = || vec![Op::Sleep(50_000), futex_wake("f", 1)];
+    b.task(
+        "waker",
+        1,
+        Some(CpuSet::single(schedlab_topology::CpuId::new(1))),
+        TaskSpec::fair(0),
+        vec![repeat(before, wake()), Op::Leave, repeat(after, wake())],
+    );
+    b.figure(
+        "sleeper_moves",
+        Figure::Moves {
+            tasks: vec!["sleeper".into()],
+            reasons: vec![],
+        },
+    );
+    b.figure(
+        "counted_wakes",
+        Figure::Counter {
+            name: "wakes.counted".into(),
+        },
+    );
+    Ok(())
+}
+
+fn indep_wakes(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let wakes: u64 = p.get("wakes", 4000)?;
+    b.config().balance = Balance::OFF;
+    let t = b.topology().clone();
+    let far = cpu_at(&t, 1, Level::Node).or_else(|_| cpu_at(&t, 1, Level::Machine))?;
+    b.task(
+        "task",
+        0,
+        None,
+        TaskSpec::fair(0),
+        vec![repeat(wakes, vec![futex_wait("f")])],
+    );
+    for (name, cpu) in [("waker0", 1), ("waker1", far)] {
+        b.task(
+            name,
+            cpu,
+            Some(CpuSet::single(schedlab_topology::CpuId::new(cpu))),
+            TaskSpec::fair(0),
+            // Each waker is a Poisson source of the same rate: which one
+            // comes next is a fair coin, independent of the past.
+            vec![repeat(
+                wakes,
+                vec![Op::ExpSleep { mean: 100_000 }, futex_wake("f", 1)],
+            )],
+        );
+    }
+    b.run_ns(wakes * 60_000);
+    b.figure(
+        "moves",
+        Figure::Moves {
+            tasks: vec!["task".into()],
+            reasons: vec!["waker_rule".into()],
+        },
+    );
+    b.figure(
+        "counted_wakes",
+        Figure::Counter {
+            name: "wakes.counted".into(),
+        },
+    );
+    Ok(())
+}

@@ -1,0 +1,284 @@
+//! Scenario files (TOML). Every error names the file, the line and column,
+//! and what was expected; no input makes the loader panic (a property test
+//! feeds it arbitrary text).
+//!
+//! ```toml
+//! name = "my-pair"               # default: the file's stem
+//! run_ms = 100                   # default 1000
+//! idle_depth = 0                 # the idle state CPUs sleep in
+//!
+//! [topology]                     # schedlab_topology::read's format
+//! preset = "amd-2x8"             # or [topology.shape] / [[topology.node]]
+//!
+//! [policy]                       # all optional
+//! placement = "waker-streak"     # or "home"
+//! waker_run = 8
+//! spawn = "near"                 # or "rotate"
+//! balance = true
+//! protect_on_repick = true
+//!
+//! [cost]                         # any CostModel field; the rest default
+//! context_switch_ns = 1300
+//!
+//! [programs]                     # for spawn = { program = "child" }
+//! child = [{ run = 5000 }, "exit"]
+//!
+//! [[task]]
+//! name = "client"
+//! cpu = 0                        # where it starts
+//! mask = "0-7"                   # cpulist; default every CPU
+//! nice = 0                       # or rt = 10 (priority 1-99)
+//! working_set = 65536            # bytes re-read after a migration
+//! program = [{ loop = { n = 100, body = [{ call = { port = "p", bytes = 8 } }, { lap = { metric = "rtt" } }] } }]
+//!
+//! [[figure]]
+//! name = "rtt_us"
+//! kind = "lap_p50_us"            # see schedlab_sim::Figure
+//! metric = "rtt"
+//! ```
+//!
+//! Ops: `{ run = NS }`, `{ call = { port, bytes } }`, `{ serve = { port } }`,
+//! `{ reply = { bytes } }`, `{ pipe_write = { pipe, bytes } }`,
+//! `{ pipe_read = { pipe, bytes } }`, `{ futex_wait = { futex } }`,
+//! `{ futex_wake = { futex, n } }`, `{ lock = { lock } }`,
+//! `{ unlock = { lock } }`, `{ sleep = NS }`,
+//! `{ random_sleep = { min, max } }`, `{ exp_sleep = { mean } }`, `{ io = NS }`,
+//! `{ spawn = { program } }`, `"join"`, `"exit"`, `"yield"`, `"leave"`,
+//! `{ loop = { n, body = [...] } }`, `{ lap = { metric } }`,
+//! `{ count = { metric, n } }`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use schedlab_sim::sched::{Balance, Placement, SpawnPolicy, TaskSpec};
+use schedlab_sim::{CostModel, Figure, Op};
+use schedlab_topology::read::{line_column, toml_error, ReadError, TopologySpec};
+use schedlab_topology::{parse_cpulist, CpuSet};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::{Builder, Params, Scenario};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSpec {
+    name: Option<String>,
+    run_ms: Option<u64>,
+    idle_depth: Option<u8>,
+    topology: TopologySpec,
+    #[serde(default)]
+    policy: PolicySpec,
+    cost: Option<CostModel>,
+    #[serde(default)]
+    programs: BTreeMap<String, Vec<Op>>,
+    #[serde(default)]
+    task: Vec<TaskFile>,
+    #[serde(default)]
+    figure: Vec<FigureFile>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PolicySpec {
+    placement: Option<Spanned<String>>,
+    waker_run: Option<u8>,
+    spawn: Option<Spanned<String>>,
+    balance: Option<bool>,
+    protect_on_repick: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskFile {
+    name: String,
+    cpu: Spanned<usize>,
+    mask: Option<Spanned<String>>,
+    nice: Option<i8>,
+    rt: Option<u8>,
+    slice_ns: Option<u64>,
+    working_set: Option<u64>,
+    program: Vec<Op>,
+}
+
+// No deny_unknown_fields here: serde cannot combine it with `flatten`;
+// `Figure` itself refuses unknown fields.
+#[derive(Deserialize)]
+struct FigureFile {
+    name: String,
+    #[serde(flatten)]
+    figure: Figure,
+}
+
+/// Loads a scenario file; `params` are the common `--param`s.
+pub fn load(path: &Path, params: Params) -> Result<Scenario, ReadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ReadError {
+        file: path.to_path_buf(),
+        line: None,
+        column: None,
+        message: format!("cannot read: {e}"),
+    })?;
+    load_str(&text, path, params)
+}
+
+/// Loads a scenario from `text`; `file` names it in errors.
+pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario, ReadError> {
+    let at = |offset: usize, message: String| {
+        let (l, c) = line_column(text, offset);
+        ReadError {
+            file: file.to_path_buf(),
+            line: Some(l),
+            column: Some(c),
+            message,
+        }
+    };
+    let whole = |message: String| ReadError {
+        file: file.to_path_buf(),
+        line: None,
+        column: None,
+        message,
+    };
+    let spec: FileSpec = toml::from_str(text).map_err(|e| toml_error(text, file, &e))?;
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "scenario".into());
+    let topo = spec.topology.build(text, file, &stem)?;
+    let n = topo.num_cpus();
+    let name = spec.name.clone().unwrap_or(stem);
+    let mut b = Builder::new(&name, topo);
+    if let Some(ms) = spec.run_ms {
+        b.run_ns(ms * 1_000_000);
+    }
+    if let Some(d) = spec.idle_depth {
+        b.idle_depth(d);
+    }
+    if let Some(c) = spec.cost {
+        b.cost(c);
+    }
+    let pol = &spec.policy;
+    let k = pol.waker_run.unwrap_or(schedlab_sim::sched::WAKER_RUN);
+    b.config().placement = match pol
+        .placement
+        .as_ref()
+        .map(|s| (s.get_ref().as_str(), s.span().start))
+    {
+        None | Some(("waker-streak", _)) => Placement::WakerStreak { waker_run: k },
+        Some(("home", _)) => Placement::Home,
+        Some((o, off)) => {
+            return Err(at(
+                off,
+                format!("expected placement \"home\" or \"waker-streak\", found {o:?}"),
+            ))
+        }
+    };
+    if let Some(s) = &pol.spawn {
+        b.config().spawn = match s.get_ref().as_str() {
+            "near" => SpawnPolicy::Near,
+            "rotate" => SpawnPolicy::Rotate,
+            o => {
+                return Err(at(
+                    s.span().start,
+                    format!("expected spawn \"near\" or \"rotate\", found {o:?}"),
+                ))
+            }
+        };
+    }
+    if let Some(on) = pol.balance {
+        b.config().balance = if on { Balance::ON } else { Balance::OFF };
+    }
+    if let Some(p) = pol.protect_on_repick {
+        b.config().fair.protect_on_repick = p;
+    }
+    for (pname, ops) in &spec.programs {
+        b.program(pname, ops.clone());
+    }
+    if spec.task.is_empty() {
+        return Err(whole("expected at least one [[task]], found none".into()));
+    }
+    for t in &spec.task {
+        let cpu = *t.cpu.get_ref();
+        if cpu >= n {
+            return Err(at(
+                t.cpu.span().start,
+                format!("expected a CPU below {n}, found {cpu}"),
+            ));
+        }
+        let mask: Option<CpuSet> = match &t.mask {
+            None => None,
+            Some(m) => {
+                let set = parse_cpulist(m.get_ref()).map_err(|e| {
+                    at(
+                        m.span().start + e.column,
+                        format!("expected {}, found {}", e.expected, e.found),
+                    )
+                })?;
+                let set = set & CpuSet::first_n(n);
+                if set.is_empty() {
+                    return Err(at(
+                        m.span().start,
+                        format!(
+                            "expected a mask naming some CPU of the {n}, found {:?}",
+                            m.get_ref()
+                        ),
+                    ));
+                }
+                if !set.contains(schedlab_topology::CpuId::new(cpu)) {
+                    return Err(at(
+                        t.cpu.span().start,
+                        format!("expected the start CPU inside the mask {set}, found cpu{cpu}"),
+                    ));
+                }
+                Some(set)
+            }
+        };
+        let mut ts = match (t.rt, t.nice) {
+            (Some(_), Some(_)) => {
+                return Err(whole(format!(
+                    "task {:?}: expected nice or rt, found both",
+                    t.name
+                )))
+            }
+            (Some(p), None) if (1..=99).contains(&p) => TaskSpec::rt(p),
+            (Some(p), None) => {
+                return Err(whole(format!(
+                    "task {:?}: expected an rt priority 1-99, found {p}",
+                    t.name
+                )))
+            }
+            (None, nice) => TaskSpec::fair(nice.unwrap_or(0).clamp(-20, 19)),
+        };
+        ts.slice_ns = t.slice_ns;
+        check_program(&t.program, &spec.programs)
+            .map_err(|m| whole(format!("task {:?}: {m}", t.name)))?;
+        b.task(&t.name, cpu, mask, ts, t.program.clone());
+        if let Some(ws) = t.working_set {
+            b.spec.tasks.last_mut().expect("just added").working_set = ws;
+        }
+    }
+    for f in &spec.figure {
+        b.figure(&f.name, f.figure.clone());
+    }
+    b.common(&mut params).map_err(|e| whole(e.0))?;
+    let used = params.finish(&name).map_err(|e| whole(e.0))?;
+    Ok(b.build(used))
+}
+
+fn check_program(ops: &[Op], programs: &BTreeMap<String, Vec<Op>>) -> Result<(), String> {
+    for op in ops {
+        match op {
+            Op::Spawn { program } if !programs.contains_key(program) => {
+                return Err(format!(
+                    "spawn names program {program:?}, which [programs] does not define"
+                ));
+            }
+            Op::Loop { body, .. } => check_program(body, programs)?,
+            Op::RandomSleep { min, max } if min > max => {
+                return Err(format!(
+                    "random_sleep: expected min <= max, found {min} > {max}"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

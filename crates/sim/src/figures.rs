@@ -1,0 +1,161 @@
+//! Figures: what a scenario reports, computed from a run's [`Outcome`].
+//! The simulator knows no scenario; a scenario names its figures with these.
+
+use schedlab_topology::Level;
+use serde::Deserialize;
+
+use crate::engine::Outcome;
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "kind")]
+pub enum Figure {
+    /// The median lap of `metric`, µs.
+    LapP50Us {
+        metric: String,
+    },
+    /// The 99th-percentile lap of `metric`, µs.
+    LapP99Us {
+        metric: String,
+    },
+    LapMeanUs {
+        metric: String,
+    },
+    /// Moves (placements away from home) of the named tasks (all when
+    /// empty) for the given reasons (all when empty: waker_rule, forward,
+    /// steal, balance, spawn, affinity).
+    Moves {
+        #[serde(default)]
+        tasks: Vec<String>,
+        #[serde(default)]
+        reasons: Vec<String>,
+    },
+    /// Times the named tasks (all when empty) ran on another CPU than last.
+    Migrations {
+        #[serde(default)]
+        tasks: Vec<String>,
+    },
+    /// 1 when tasks `a` and `b` end within `level` ("llc" or "core") of
+    /// each other, else 0.
+    SameAt {
+        a: String,
+        b: String,
+        level: String,
+    },
+    /// 1 when `a` and `b` end on different cores of one LLC.
+    TwoCoresOneLlc {
+        a: String,
+        b: String,
+    },
+    /// `metric`'s count per ns of the run (bytes per ns = GB/s).
+    PerNs {
+        metric: String,
+    },
+    /// `metric`'s count per second.
+    PerSecond {
+        metric: String,
+    },
+    /// A scheduler counter (`wakes.parked`, `moves.waker_rule`, ...).
+    Counter {
+        name: String,
+    },
+    /// A scheduler counter per CPU per second.
+    CounterPerCpuPerSecond {
+        name: String,
+    },
+    /// CPU time of the named task, as a share of the run.
+    CpuShare {
+        task: String,
+    },
+}
+
+fn percentile(v: &[u64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let i = ((s.len() as f64 - 1.0) * p).round() as usize;
+    s[i] as f64
+}
+
+fn matches(names: &[String], task: &str) -> bool {
+    names.is_empty()
+        || names.iter().any(|n| {
+            n == task || task.starts_with(&format!("{n}.")) || task.starts_with(&format!("{n}#"))
+        })
+}
+
+impl Figure {
+    pub fn compute(&self, o: &Outcome) -> f64 {
+        let laps = |m: &str| o.laps.get(m).map(Vec::as_slice).unwrap_or(&[]);
+        let topo = o.topology.as_ref().expect("an outcome keeps its topology");
+        match self {
+            Figure::LapP50Us { metric } => percentile(laps(metric), 0.5) / 1e3,
+            Figure::LapP99Us { metric } => percentile(laps(metric), 0.99) / 1e3,
+            Figure::LapMeanUs { metric } => {
+                let v = laps(metric);
+                if v.is_empty() {
+                    0.0
+                } else {
+                    v.iter().sum::<u64>() as f64 / v.len() as f64 / 1e3
+                }
+            }
+            Figure::Moves { tasks, reasons } => {
+                o.tasks
+                    .iter()
+                    .filter(|(n, _)| matches(tasks, n))
+                    .flat_map(|(_, t)| t.moves.iter())
+                    .filter(|(r, _)| reasons.is_empty() || reasons.iter().any(|x| x == *r))
+                    .map(|(_, n)| *n as f64)
+                    .sum::<f64>()
+                    + 0.0
+            }
+            Figure::Migrations { tasks } => {
+                o.tasks
+                    .iter()
+                    .filter(|(n, _)| matches(tasks, n))
+                    .map(|(_, t)| t.migrations as f64)
+                    .sum::<f64>()
+                    + 0.0
+            }
+            Figure::SameAt { a, b, level } => {
+                let (Some(ca), Some(cb)) = (
+                    o.tasks.get(a).and_then(|t| t.final_cpu),
+                    o.tasks.get(b).and_then(|t| t.final_cpu),
+                ) else {
+                    return 0.0;
+                };
+                let want = if level == "core" {
+                    Level::Smt
+                } else {
+                    Level::Llc
+                };
+                (topo.level_between(ca, cb) <= want) as u8 as f64
+            }
+            Figure::TwoCoresOneLlc { a, b } => {
+                let (Some(ca), Some(cb)) = (
+                    o.tasks.get(a).and_then(|t| t.final_cpu),
+                    o.tasks.get(b).and_then(|t| t.final_cpu),
+                ) else {
+                    return 0.0;
+                };
+                (topo.level_between(ca, cb) == Level::Llc) as u8 as f64
+            }
+            Figure::PerNs { metric } => {
+                o.counts.get(metric).copied().unwrap_or(0) as f64 / o.end_ns.max(1) as f64
+            }
+            Figure::PerSecond { metric } => {
+                o.counts.get(metric).copied().unwrap_or(0) as f64 * 1e9 / o.end_ns.max(1) as f64
+            }
+            Figure::Counter { name } => o.counters.get(name).copied().unwrap_or(0) as f64,
+            Figure::CounterPerCpuPerSecond { name } => {
+                o.counters.get(name).copied().unwrap_or(0) as f64 * 1e9
+                    / o.end_ns.max(1) as f64
+                    / topo.num_cpus() as f64
+            }
+            Figure::CpuShare { task } => {
+                o.tasks.get(task).map_or(0.0, |t| t.cpu_ns as f64) / o.end_ns.max(1) as f64
+            }
+        }
+    }
+}
