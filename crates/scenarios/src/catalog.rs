@@ -14,6 +14,7 @@ pub const CATALOG: &[(&str, &str)] = &[
     ("server_two_llcs", "one unpinned server on cpu0, a client pinned in LLC 0 and one pinned on cpu9, balancing off, `rounds` each"),
     ("fan_out", "a producer on cpu0 wakes 16 futex waiters for 16 rounds, balancing on: migrations"),
     ("leaving", "7 counted wakes from a thread, then 8 after it begins leaving: the task stays home"),
+    ("many_pairs", "`pairs` request/reply pairs (default one per CPU), unpinned, started side by side: the simulator's scale case (epyc-2s-384: 768 tasks)"),
     ("indep_wakes", "a task woken at random by pinned wakers in two LLCs, parked at every wake: moves per counted wake against 1/(2^(k+1)-2)"),
 ];
 
@@ -33,6 +34,7 @@ pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, 
         "fan_out" => fan_out(&mut b, &mut p)?,
         "leaving" => leaving(&mut b, &mut p)?,
         "indep_wakes" => indep_wakes(&mut b, &mut p)?,
+        "many_pairs" => many_pairs(&mut b, &mut p)?,
         other => {
             let known: Vec<&str> = names().collect();
             return Err(ScenarioError(format!(
@@ -387,5 +389,41 @@ fn indep_wakes(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
             name: "wakes.counted".into(),
         },
     );
+    Ok(())
+}
+
+fn many_pairs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let n = b.topology().num_cpus() as u64;
+    let pairs: u64 = p.get("pairs", n)?;
+    let rounds: u64 = p.get("rounds", 200)?;
+    let work: u64 = p.get("service_ns", 2_000)?;
+    for i in 0..pairs {
+        let port = format!("p{i}");
+        let (c, s) = ((2 * i % n) as usize, ((2 * i + 1) % n) as usize);
+        b.task(
+            &format!("client{i}"),
+            c,
+            None,
+            TaskSpec::fair(0),
+            vec![
+                lap("rtt"),
+                repeat(rounds, vec![call(&port, 64), run(work), lap("rtt")]),
+            ],
+        );
+        b.task(
+            &format!("server{i}"),
+            s,
+            None,
+            TaskSpec::fair(0),
+            vec![repeat(rounds, vec![serve(&port), run(work), reply(64)])],
+        );
+    }
+    b.figure(
+        "rtt_us",
+        Figure::LapP50Us {
+            metric: "rtt".into(),
+        },
+    );
+    b.figure("migrations", Figure::Migrations { tasks: vec![] });
     Ok(())
 }

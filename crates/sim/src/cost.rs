@@ -35,7 +35,7 @@ impl ByLevel {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CostModel {
     /// One cache line moved between two CPUs, ns, by distance
@@ -50,9 +50,9 @@ pub struct CostModel {
     /// CCX, 10 across CCXs, 8 across sockets for one stream (STREAM-like
     /// single-thread copies on Zen 3/4; an estimate).
     pub bytes_per_ns: ByLevel,
-    /// Wake from idle, ns, by idle depth index (AMD acpi_idle: C1 about
-    /// 1 µs, C2 about 18 µs; Intel C6 85–290 µs).
-    pub wake_from_idle_ns: Vec<u64>,
+    /// Wake from idle, ns, for idle depths 0, 1, 2 (AMD acpi_idle: C1
+    /// about 1 µs, C2 about 18 µs; a C6-like state: Intel C6 85–290 µs).
+    pub wake_from_idle_ns: [u64; 3],
     /// An IPI from send to handler on an awake CPU (x86: 1.1–1.2 µs).
     pub ipi_ns: u64,
     /// A context switch (x86: 1.1–1.5 µs).
@@ -106,7 +106,7 @@ impl Default for CostModel {
                 node: 10.0,
                 machine: 8.0,
             },
-            wake_from_idle_ns: vec![1_200, 18_000, 120_000],
+            wake_from_idle_ns: [1_200, 18_000, 120_000],
             ipi_ns: 1_150,
             context_switch_ns: 1_200,
             syscall_ns: 600,

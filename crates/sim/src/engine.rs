@@ -79,7 +79,7 @@ pub struct SimSpec {
     pub fixed_order: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     /// A kick arrives: the CPU runs its pass.
     Kick {
@@ -238,6 +238,8 @@ pub struct Sim {
     sh: Shared,
     sched: Vec<CpuSched>,
     hw: Vec<HwCpu>,
+    /// Each CPU's SMT siblings, itself excluded.
+    siblings: Vec<Vec<CpuId>>,
     /// Per SMT core, the task that last ran on it.
     core_last: Vec<Option<TaskId>>,
     tasks: BTreeMap<TaskId, SimTask>,
@@ -247,7 +249,7 @@ pub struct Sim {
     futexes: Vec<Futex>,
     locks: Vec<Lock>,
     obj: BTreeMap<(u8, String), usize>,
-    queue: BTreeMap<(u64, u64, u64), Ev>,
+    queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u64, Ev)>>,
     seq: u64,
     /// Tie-breaks among simultaneous events.
     rng: ChaCha8Rng,
@@ -283,6 +285,50 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
+/// A trace event as bytes for the hash: its kind and its numbers.
+fn encode(cpu: CpuId, t: &Trace) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..2].copy_from_slice(&(cpu.index() as u16).to_le_bytes());
+    let (kind, task, x, y): (u8, u32, u32, u32) = match *t {
+        Trace::Wake {
+            task,
+            cause,
+            delivery,
+        } => (
+            1,
+            task.0,
+            cause.waker.map_or(u32::MAX, |c| c.index() as u32),
+            match delivery {
+                schedlab_sched::Delivery::Flagged => 0,
+                schedlab_sched::Delivery::Post { owner } => 1 + owner.index() as u32,
+                schedlab_sched::Delivery::Coalesced => 5000,
+                schedlab_sched::Delivery::Dead => 5001,
+            },
+        ),
+        Trace::Counted { task, streak } => (2, task.0, streak.bits() as u32, 0),
+        Trace::Place {
+            task,
+            from,
+            cpu,
+            reason,
+        } => (
+            3,
+            task.0,
+            (from.index() as u32) << 16 | cpu.index() as u32,
+            reason as u32,
+        ),
+        Trace::ParkReturned { task } => (4, task.0, 0, 0),
+        Trace::Parked { task } => (5, task.0, 0, 0),
+        Trace::Resched { task } => (6, task.0, 0, 0),
+        Trace::Exited { task } => (7, task.0, 0, 0),
+    };
+    b[2] = kind;
+    b[4..8].copy_from_slice(&task.to_le_bytes());
+    b[8..12].copy_from_slice(&x.to_le_bytes());
+    b[12..16].copy_from_slice(&y.to_le_bytes());
+    b
+}
+
 impl Sim {
     /// Builds a simulation; its RNG tree is rooted at `seed`.
     pub fn new(spec: &SimSpec, seed: u64) -> Sim {
@@ -308,6 +354,17 @@ impl Sim {
             sched,
             hw,
             core_last: vec![None; spec.topology.cores().len()],
+            siblings: spec
+                .topology
+                .cpu_ids()
+                .map(|c| {
+                    spec.topology
+                        .core_cpus(c)
+                        .iter()
+                        .filter(|&s| s != c)
+                        .collect()
+                })
+                .collect(),
             tasks: BTreeMap::new(),
             names: BTreeMap::new(),
             ports: Vec::new(),
@@ -315,7 +372,7 @@ impl Sim {
             futexes: Vec::new(),
             locks: Vec::new(),
             obj: BTreeMap::new(),
-            queue: BTreeMap::new(),
+            queue: std::collections::BinaryHeap::new(),
             seq: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             prog_rng: {
@@ -329,7 +386,7 @@ impl Sim {
                 r
             },
             now: 0,
-            spec_cost: spec.cost.clone(),
+            spec_cost: spec.cost,
             idle_depth: spec.idle_depth,
             programs: spec.programs.clone(),
             run_ns: spec.run_ns,
@@ -455,7 +512,7 @@ impl Sim {
             self.rng.next_u64()
         };
         self.seq += 1;
-        self.queue.insert((at, tie, self.seq), ev);
+        self.queue.push(std::cmp::Reverse((at, tie, self.seq, ev)));
     }
 
     fn record(&mut self, text: impl FnOnce() -> String, bytes: &[u8]) {
@@ -469,8 +526,7 @@ impl Sim {
 
     /// Runs to the end; returns what it measured.
     pub fn run(mut self) -> Outcome {
-        while let Some((&(at, tie, seq), &ev)) = self.queue.iter().next() {
-            self.queue.remove(&(at, tie, seq));
+        while let Some(std::cmp::Reverse((at, _, _, ev))) = self.queue.pop() {
             if at > self.run_ns || self.live == 0 {
                 break;
             }
@@ -671,8 +727,8 @@ impl Sim {
                 }
             }
         }
-        let bytes = format!("{t:?}");
-        self.record(|| format!("{cpu:?} {t:?}"), bytes.as_bytes());
+        let bytes = encode(cpu, t);
+        self.record(|| format!("{cpu:?} {t:?}"), &bytes);
     }
 
     /// The scheduler says `cpu` runs `sw` now.
@@ -762,11 +818,8 @@ impl Sim {
         // up to the known end of what that sibling does now; after that at
         // full speed. (A sibling that starts work later is slowed by this
         // segment in turn.)
-        let topo = self.sh.topology();
-        let busy_until = topo
-            .core_cpus(cpu)
+        let busy_until = self.siblings[cpu.index()]
             .iter()
-            .filter(|&s| s != cpu)
             .map(|s| {
                 let h = &self.hw[s.index()];
                 h.seg.map_or(0, |g| g.end).max(h.idle_switch_until)
@@ -895,7 +948,7 @@ impl Sim {
 
     /// One op; `true` when the program goes straight on.
     fn op(&mut self, cpu: CpuId, task: TaskId, op: &Op) -> bool {
-        let cost = self.spec_cost.clone();
+        let cost = self.spec_cost;
         let topo_level = |sim: &Sim, a: CpuId, b: CpuId| sim.sh.topology().level_between(a, b);
         match op {
             Op::Run(ns) => {

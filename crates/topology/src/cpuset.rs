@@ -235,7 +235,7 @@ impl CpuSet {
     }
 }
 
-/// Iterator over a [`CpuSet`] in id order.
+/// Iterator over a [`CpuSet`] in id order: walks the bits word by word.
 pub struct Iter<'a> {
     set: &'a CpuSet,
     next: usize,
@@ -246,13 +246,22 @@ impl Iterator for Iter<'_> {
     type Item = CpuId;
 
     fn next(&mut self) -> Option<CpuId> {
-        let cpu = self.set.next_at_or_after(self.next)?;
-        if cpu.index() >= self.end {
-            self.next = self.end;
-            return None;
+        while self.next < self.end {
+            let w = self.next / 64;
+            let bits = self.set.words[w] & (!0u64 << (self.next % 64));
+            if bits == 0 {
+                self.next = (w + 1) * 64;
+                continue;
+            }
+            let id = w * 64 + bits.trailing_zeros() as usize;
+            if id >= self.end {
+                self.next = self.end;
+                return None;
+            }
+            self.next = id + 1;
+            return Some(CpuId(id as u16));
         }
-        self.next = cpu.index() + 1;
-        Some(cpu)
+        None
     }
 }
 

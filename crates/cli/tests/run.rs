@@ -1,0 +1,151 @@
+//! `schedlab run` and `schedlab sweep` end to end.
+
+use std::process::Command;
+
+fn schedlab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_schedlab"))
+        .args(args)
+        .output()
+        .expect("run schedlab");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_json_has_the_documented_shape() {
+    let (code, out, err) = schedlab(&["run", "split_pair", "--seeds", "2", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for k in ["scenario", "topology", "policy", "params", "runs"] {
+        assert!(v.get(k).is_some(), "missing {k}: {out}");
+    }
+    assert_eq!(v["topology"], "amd-2x8");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        for f in ["pair_moves", "final_same_llc", "final_same_core", "rtt_us"] {
+            assert!(r["figures"].get(f).is_some(), "figure {f} missing");
+        }
+        for c in [
+            "wakes.parked",
+            "wakes.flagged",
+            "moves.waker_rule",
+            "moves.forward",
+            "moves.steal",
+            "moves.spawn",
+            "ipi.kick",
+            "ipi.resched",
+        ] {
+            assert!(r["counters"].get(c).is_some(), "counter {c} missing");
+        }
+        assert!(r["trace_hash"].as_str().unwrap().len() == 16);
+    }
+}
+
+#[test]
+fn policy_and_topology_flags_take_effect() {
+    let (code, out, err) = schedlab(&[
+        "run",
+        "split_pair",
+        "--policy",
+        "home",
+        "--topology",
+        "epyc-2s-384",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["policy"], "home");
+    assert_eq!(v["topology"], "epyc-2s-384");
+    assert_eq!(
+        v["runs"][0]["figures"]["pair_moves"], 0,
+        "home never moves the pair"
+    );
+}
+
+#[test]
+fn check_determinism_passes() {
+    let (code, out, err) = schedlab(&[
+        "run",
+        "server_two_llcs",
+        "--seed",
+        "3",
+        "--check-determinism",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("deterministic"), "{out}");
+}
+
+#[test]
+fn sweep_prints_the_seeds_table() {
+    let (code, out, err) = schedlab(&[
+        "sweep",
+        "server_two_llcs",
+        "--param",
+        "waker_run=1,8",
+        "--param",
+        "rounds=24",
+        "--seeds",
+        "4",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("total / most in a run / runs nonzero"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.trim_start().starts_with('1') || l.trim_start().starts_with('8'))
+            .count(),
+        2,
+        "{out}"
+    );
+    let (code, out, _) = schedlab(&[
+        "sweep",
+        "server_two_llcs",
+        "--param",
+        "waker_run=1,8",
+        "--seeds",
+        "3",
+        "--json",
+        "--jobs",
+        "1",
+    ]);
+    assert_eq!(code, 0);
+    let a: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (_, out2, _) = schedlab(&[
+        "sweep",
+        "server_two_llcs",
+        "--param",
+        "waker_run=1,8",
+        "--seeds",
+        "3",
+        "--json",
+        "--jobs",
+        "2",
+    ]);
+    let b: serde_json::Value = serde_json::from_str(&out2).unwrap();
+    assert_eq!(a, b, "the result must not depend on --jobs");
+    assert!(a["rows"][0]["figures"]["server_moves"]
+        .get("runs_nonzero")
+        .is_some());
+}
+
+#[test]
+fn bad_scenarios_exit_2_with_a_reason() {
+    let (code, _, err) = schedlab(&["run", "nope"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown scenario"), "{err}");
+    let (code, _, err) = schedlab(&["run", "reqrep", "--param", "bogus=1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no parameter"), "{err}");
+    let (code, _, err) = schedlab(&["run", "/no/such.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/no/such.toml: cannot read"), "{err}");
+    let (code, _, err) = schedlab(&["sweep", "reqrep", "--param", "bytes=8"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("exactly one"), "{err}");
+}
