@@ -11,18 +11,36 @@ use schedlab_topology::{CpuId, CpuSet, Shape, Siblings};
 fn op(depth: u32) -> BoxedStrategy<Op> {
     let leaf = prop_oneof![
         (1u64..50_000).prop_map(Op::Run),
-        (0u64..4, 1u64..5000).prop_map(|(p, b)| Op::Call { port: format!("p{p}"), bytes: b }),
-        (0u64..4).prop_map(|p| Op::Serve { port: format!("p{p}") }),
+        (0u64..4, 1u64..5000).prop_map(|(p, b)| Op::Call {
+            port: format!("p{p}"),
+            bytes: b
+        }),
+        (0u64..4).prop_map(|p| Op::Serve {
+            port: format!("p{p}")
+        }),
         (1u64..5000).prop_map(|b| Op::Reply { bytes: b }),
-        (0u64..2, 1u64..30000).prop_map(|(p, b)| Op::PipeWrite { pipe: format!("x{p}"), bytes: b }),
-        (0u64..2, 1u64..30000).prop_map(|(p, b)| Op::PipeRead { pipe: format!("x{p}"), bytes: b }),
-        (0u64..2).prop_map(|f| Op::FutexWait { futex: format!("f{f}") }),
-        (0u64..2, 1u32..4).prop_map(|(f, n)| Op::FutexWake { futex: format!("f{f}"), n }),
+        (0u64..2, 1u64..30000).prop_map(|(p, b)| Op::PipeWrite {
+            pipe: format!("x{p}"),
+            bytes: b
+        }),
+        (0u64..2, 1u64..30000).prop_map(|(p, b)| Op::PipeRead {
+            pipe: format!("x{p}"),
+            bytes: b
+        }),
+        (0u64..2).prop_map(|f| Op::FutexWait {
+            futex: format!("f{f}")
+        }),
+        (0u64..2, 1u32..4).prop_map(|(f, n)| Op::FutexWake {
+            futex: format!("f{f}"),
+            n
+        }),
         Just(Op::Lock { lock: "l".into() }),
         Just(Op::Unlock { lock: "l".into() }),
         (1u64..200_000).prop_map(Op::Sleep),
         (1u64..100_000).prop_map(Op::Io),
-        Just(Op::Spawn { program: "child".into() }),
+        Just(Op::Spawn {
+            program: "child".into()
+        }),
         Just(Op::Join),
         Just(Op::Yield),
         Just(Op::Leave),

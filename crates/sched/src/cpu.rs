@@ -1024,7 +1024,7 @@ impl CpuSched {
 
     /// Newly idle: ask the busiest CPU with queued work, own LLC first.
     fn try_steal(&mut self, sh: &Shared, fx: &mut Effects) {
-        if self.steal_pending {
+        if self.steal_pending || !sh.overloaded() {
             return;
         }
         let topo = sh.topology();

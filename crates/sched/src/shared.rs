@@ -93,6 +93,11 @@ pub struct Shared {
     cpus: Vec<Remote>,
     tasks: Vec<TaskSlot>,
     next_task: AtomicU32,
+    /// How many CPUs have a task waiting behind the running one. A newly
+    /// idle CPU looks for work only when this is nonzero, as Linux's
+    /// `sched_balance_newidle()` skips when `rd->overloaded` is clear: an
+    /// atomic hint, not a lock, and never wrong for long.
+    overloaded: AtomicU32,
 }
 
 impl Shared {
@@ -119,6 +124,7 @@ impl Shared {
             cpus,
             tasks,
             next_task: AtomicU32::new(0),
+            overloaded: AtomicU32::new(0),
         }
     }
 
@@ -163,7 +169,21 @@ impl Shared {
     }
 
     pub(crate) fn set_load(&self, cpu: CpuId, load: u32) {
-        self.cpus[cpu.index()].load.store(load, Ordering::Relaxed)
+        let old = self.cpus[cpu.index()].load.swap(load, Ordering::Relaxed);
+        match (old >= 2, load >= 2) {
+            (false, true) => {
+                self.overloaded.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.overloaded.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// Some CPU has a task waiting behind its running one.
+    pub fn overloaded(&self) -> bool {
+        self.overloaded.load(Ordering::Relaxed) > 0
     }
 
     pub(crate) fn slot(&self, task: TaskId) -> &TaskSlot {

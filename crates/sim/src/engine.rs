@@ -153,7 +153,7 @@ enum Waiting {
 #[derive(Debug)]
 struct SimTask {
     name: String,
-    code: Vec<Instr>,
+    code: std::rc::Rc<Vec<Instr>>,
     pc: usize,
     loops: Vec<u64>,
     /// Work left of a `Run` or a charged cost, in solo ns.
@@ -248,7 +248,7 @@ pub struct Sim {
     pipes: Vec<Pipe>,
     futexes: Vec<Futex>,
     locks: Vec<Lock>,
-    obj: BTreeMap<(u8, String), usize>,
+    obj: [BTreeMap<String, usize>; 4],
     queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u64, Ev)>>,
     seq: u64,
     /// Tie-breaks among simultaneous events.
@@ -371,7 +371,7 @@ impl Sim {
             pipes: Vec::new(),
             futexes: Vec::new(),
             locks: Vec::new(),
-            obj: BTreeMap::new(),
+            obj: Default::default(),
             queue: std::collections::BinaryHeap::new(),
             seq: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -416,7 +416,7 @@ impl Sim {
     }
 
     fn obj_index(&mut self, kind: u8, name: &str) -> usize {
-        if let Some(&i) = self.obj.get(&(kind, name.to_string())) {
+        if let Some(&i) = self.obj[kind as usize].get(name) {
             return i;
         }
         let i = match kind {
@@ -437,7 +437,7 @@ impl Sim {
                 self.locks.len() - 1
             }
         };
-        self.obj.insert((kind, name.to_string()), i);
+        self.obj[kind as usize].insert(name.to_string(), i);
         i
     }
 
@@ -481,7 +481,7 @@ impl Sim {
             id,
             SimTask {
                 name,
-                code,
+                code: std::rc::Rc::new(code),
                 pc: 0,
                 loops: Vec::new(),
                 pending_work: 0,
@@ -872,10 +872,11 @@ impl Sim {
                 let w = std::mem::take(&mut st.pending_work);
                 return self.start_seg(cpu, SegKind::Task, task, w);
             }
-            let Some(instr) = st.code.get(st.pc).cloned() else {
+            let code = std::rc::Rc::clone(&st.code);
+            let Some(instr) = code.get(st.pc) else {
                 return self.do_exit(cpu, task);
             };
-            match instr {
+            match *instr {
                 Instr::LoopStart { n, end } => {
                     if n == 0 {
                         st.pc = end + 1;
@@ -894,8 +895,8 @@ impl Sim {
                         st.pc = start + 1;
                     }
                 }
-                Instr::Op(op) => {
-                    if !self.op(cpu, task, &op) {
+                Instr::Op(ref op) => {
+                    if !self.op(cpu, task, op) {
                         return;
                     }
                 }
