@@ -2,7 +2,7 @@
 # Mutation controls for the scheduler's rule and delivery code (DESIGN.md
 # section 12). Each mutation is a cargo feature of schedlab-sched that breaks
 # one rule (see crates/sched/Cargo.toml); this script turns each on alone,
-# runs the crate's tests, expects some to go red, and prints
+# runs the scheduler's host tests and the simulator's seed tests, expects some to go red, and prints
 # mutation -> the tests that went red. Nothing in the tree is edited, so
 # there is nothing to restore. Exits 1 if any mutation leaves every test
 # green.
@@ -31,7 +31,7 @@ for m in "${muts[@]}"; do
   log=$(mktemp)
   # Release: the mask mutant trips debug asserts at once; we want the tests'
   # own assertions to be what goes red.
-  cargo test -p schedlab-sched --release --features "mutant-$m" --no-fail-fast >"$log" 2>&1
+  cargo test -p schedlab-sched -p schedlab-scenarios --release --features "schedlab-sched/mutant-$m" --no-fail-fast >"$log" 2>&1
   red=$(grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u | tr '\n' ' ')
   if grep -qE '^error: could not compile' "$log"; then
     red="(did not build: $(grep -m1 -E '^error' "$log"))"
