@@ -458,13 +458,7 @@ impl CpuSched {
 
     /// Sends a lifecycle message to the task's owner, or acts on it here.
     fn send_to_owner(&mut self, sh: &Shared, msg: Msg, now: u64, fx: &mut Effects) {
-        let task = match &msg {
-            Msg::Kill { task }
-            | Msg::Stop { task }
-            | Msg::Continue { task }
-            | Msg::SetMask { task, .. } => *task,
-            _ => unreachable!("only lifecycle messages go to an owner"),
-        };
+        let task = msg.task().expect("lifecycle messages name a task");
         let owner = sh.task_word(task).owner;
         if owner == self.id {
             self.handle(sh, msg, now, fx);
@@ -661,14 +655,7 @@ impl CpuSched {
 
     /// A message for a task that left: to its owner now.
     fn forward(&mut self, sh: &Shared, msg: Msg, fx: &mut Effects) {
-        let task = match &msg {
-            Msg::Kill { task }
-            | Msg::Stop { task }
-            | Msg::Continue { task }
-            | Msg::SetMask { task, .. } => *task,
-            Msg::Wake { task, .. } => *task,
-            _ => return,
-        };
+        let Some(task) = msg.task() else { return };
         let w = sh.task_word(task);
         if w.state == TaskState::Dead || w.owner == self.id {
             return;

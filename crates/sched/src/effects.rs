@@ -149,90 +149,50 @@ impl Effects {
     }
 }
 
-/// Per-CPU counters. Names are the ones the CLI's JSON uses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
+/// Declares `Counters` once: each field with its JSON name.
+macro_rules! counters {
+    ($($(#[$doc:meta])* $field:ident => $name:literal,)*) => {
+        /// Per-CPU counters. Names are the ones the CLI's JSON uses.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $($(#[$doc])* pub $field: u64,)*
+        }
+
+        impl Counters {
+            pub fn add(&mut self, o: &Counters) {
+                $(self.$field += o.$field;)*
+            }
+
+            /// `(name, value)` pairs in a fixed order.
+            pub fn named(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$(($name, self.$field)),*].into_iter()
+            }
+        }
+    };
+}
+
+counters! {
     /// Wakes that found the task parked and went to its owner.
-    pub wakes_parked: u64,
+    wakes_parked => "wakes.parked",
     /// Parked wakes whose cause named a waker: counted in the streak.
-    pub wakes_counted: u64,
+    wakes_counted => "wakes.counted",
     /// Wakes that found the task running, committing or queued: a flag.
-    pub wakes_flagged: u64,
-    pub moves_waker_rule: u64,
-    pub moves_forward: u64,
-    pub moves_steal: u64,
-    pub moves_balance: u64,
-    pub moves_spawn: u64,
-    pub moves_affinity: u64,
+    wakes_flagged => "wakes.flagged",
+    moves_waker_rule => "moves.waker_rule",
+    moves_forward => "moves.forward",
+    moves_steal => "moves.steal",
+    moves_balance => "moves.balance",
+    moves_spawn => "moves.spawn",
+    moves_affinity => "moves.affinity",
     /// Kicks sent as IPIs to awake CPUs (for messages).
-    pub ipi_kick: u64,
+    ipi_kick => "ipi.kick",
     /// Kicks that woke a sleeping CPU.
-    pub wake_from_idle: u64,
+    wake_from_idle => "wake_from_idle",
     /// Reschedule IPIs sent.
-    pub ipi_resched: u64,
+    ipi_resched => "ipi.resched",
 }
 
 impl Counters {
-    pub fn add(&mut self, o: &Counters) {
-        for (a, b) in self.fields_mut().into_iter().zip(o.values()) {
-            *a += b;
-        }
-    }
-
-    fn values(&self) -> [u64; 12] {
-        [
-            self.wakes_parked,
-            self.wakes_counted,
-            self.wakes_flagged,
-            self.moves_waker_rule,
-            self.moves_forward,
-            self.moves_steal,
-            self.moves_balance,
-            self.moves_spawn,
-            self.moves_affinity,
-            self.ipi_kick,
-            self.wake_from_idle,
-            self.ipi_resched,
-        ]
-    }
-
-    fn fields_mut(&mut self) -> [&mut u64; 12] {
-        [
-            &mut self.wakes_parked,
-            &mut self.wakes_counted,
-            &mut self.wakes_flagged,
-            &mut self.moves_waker_rule,
-            &mut self.moves_forward,
-            &mut self.moves_steal,
-            &mut self.moves_balance,
-            &mut self.moves_spawn,
-            &mut self.moves_affinity,
-            &mut self.ipi_kick,
-            &mut self.wake_from_idle,
-            &mut self.ipi_resched,
-        ]
-    }
-
-    /// `(name, value)` pairs in a fixed order.
-    pub fn named(&self) -> [(&'static str, u64); 12] {
-        let names = [
-            "wakes.parked",
-            "wakes.counted",
-            "wakes.flagged",
-            "moves.waker_rule",
-            "moves.forward",
-            "moves.steal",
-            "moves.balance",
-            "moves.spawn",
-            "moves.affinity",
-            "ipi.kick",
-            "wake_from_idle",
-            "ipi.resched",
-        ];
-        let v = self.values();
-        core::array::from_fn(|i| (names[i], v[i]))
-    }
-
     pub(crate) fn count_move(&mut self, reason: PlaceReason) {
         match reason {
             PlaceReason::Home => {}

@@ -54,6 +54,23 @@ pub(crate) enum Msg {
     },
 }
 
+impl Msg {
+    /// The task a per-task message is about (`None` for a steal request).
+    pub(crate) fn task(&self) -> Option<TaskId> {
+        match self {
+            Msg::Wake { task, .. }
+            | Msg::Kill { task }
+            | Msg::Stop { task }
+            | Msg::Continue { task }
+            | Msg::SetMask { task, .. } => Some(*task),
+            Msg::Adopt { task, .. } => Some(task.id),
+            Msg::StealRequest { .. } => None,
+            #[cfg(feature = "mutant-flags-counted")]
+            Msg::CountOnly { task, .. } => Some(*task),
+        }
+    }
+}
+
 /// The doors into one CPU.
 #[derive(Debug)]
 pub(crate) struct Remote {
