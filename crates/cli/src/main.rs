@@ -10,6 +10,36 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `println!` that stops quietly when the reader has gone (`| head`): a
+/// closed pipe is not an error of ours, and must never be a panic.
+macro_rules! say {
+    ($($t:tt)*) => { $crate::emit(&format!($($t)*), true) };
+}
+
+/// `print!`, with the same care.
+macro_rules! say_part {
+    ($($t:tt)*) => { $crate::emit(&format!($($t)*), false) };
+}
+
+pub(crate) fn emit(text: &str, newline: bool) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let r = out.write_all(text.as_bytes()).and_then(|_| {
+        if newline {
+            out.write_all(b"\n")
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = r {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("schedlab: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
 mod run;
 mod topo;
 

@@ -148,7 +148,7 @@ fn num(v: f64) -> Value {
 pub fn run(a: &RunArgs) -> Result<(), Failure> {
     if a.list || a.common.scenario.is_empty() {
         for (n, what) in catalog::CATALOG {
-            println!("{n:16} {what}");
+            say!("{n:16} {what}");
         }
         return Ok(());
     }
@@ -166,7 +166,7 @@ pub fn run(a: &RunArgs) -> Result<(), Failure> {
                 )));
             }
         }
-        println!(
+        say!(
             "deterministic: {} seed(s), each run twice, identical event streams",
             seeds.len()
         );
@@ -185,10 +185,10 @@ pub fn run(a: &RunArgs) -> Result<(), Failure> {
             .collect();
         let v = json!({"scenario": s.name, "topology": s.spec.topology.name(), "policy": policy,
                        "params": s.params, "runs": runs});
-        println!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
         return Ok(());
     }
-    println!(
+    say!(
         "{} on {} ({policy}), params: {}",
         s.name,
         s.spec.topology.name(),
@@ -199,20 +199,22 @@ pub fn run(a: &RunArgs) -> Result<(), Failure> {
             .join(" ")
     );
     let names: Vec<&String> = s.figures.iter().map(|(n, _)| n).collect();
-    print!("{:>6} {:>16}", "seed", "trace_hash");
+    say_part!("{:>6} {:>16}", "seed", "trace_hash");
     for n in &names {
-        print!(" {n:>14}");
+        say_part!(" {n:>14}");
     }
-    println!(" {:>10} {:>10} {:>8}", "wakes", "flagged", "ipi");
+    say!(" {:>10} {:>10} {:>8}", "wakes", "flagged", "ipi");
     for o in &outs {
         let f = figures(&s, o);
-        print!("{:>6} {:016x}", o.seed, o.trace_hash);
+        say_part!("{:>6} {:016x}", o.seed, o.trace_hash);
         for n in &names {
-            print!(" {:>14}", fmt(f[*n]));
+            say_part!(" {:>14}", fmt(f[*n]));
         }
-        println!(
+        say!(
             " {:>10} {:>10} {:>8}",
-            o.counters["wakes.parked"], o.counters["wakes.flagged"], o.counters["ipi.kick"]
+            o.counters["wakes.parked"],
+            o.counters["wakes.flagged"],
+            o.counters["ipi.kick"]
         );
     }
     Ok(())
@@ -290,23 +292,23 @@ pub fn sweep(a: &SweepArgs) -> Result<(), Failure> {
             })
             .collect();
         let v = json!({"scenario": scenario_name, "param": key, "seeds": a.seeds, "rows": out});
-        println!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
         return Ok(());
     }
-    println!("{scenario_name}: {key} swept, {} seeds each; per figure: total / most in a run / runs nonzero", a.seeds);
+    say!("{scenario_name}: {key} swept, {} seeds each; per figure: total / most in a run / runs nonzero", a.seeds);
     let names = &rows[0].2;
-    print!("{key:>10}");
+    say_part!("{key:>10}");
     for n in names {
-        print!(" {n:>24}");
+        say_part!(" {n:>24}");
     }
-    println!();
+    say!("");
     for (v, agg, _) in &rows {
-        print!("{v:>10}");
+        say_part!("{v:>10}");
         for n in names {
             let (t, m, nz) = agg[n];
-            print!(" {:>24}", format!("{} / {} / {nz}", fmt(t), fmt(m)));
+            say_part!(" {:>24}", format!("{} / {} / {nz}", fmt(t), fmt(m)));
         }
-        println!();
+        say!("");
     }
     Ok(())
 }

@@ -38,18 +38,18 @@ pub fn run(args: &TopoArgs) -> Result<(), Failure> {
     if args.list {
         let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
         for p in PRESETS {
-            println!("{:width$}  {:>4} CPUs  {}", p.name, p.shape.cpus(), p.doc);
+            say!("{:width$}  {:>4} CPUs  {}", p.name, p.shape.cpus(), p.doc);
         }
         return Ok(());
     }
     let topo = load(args)?;
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string_pretty(&to_json(&topo)).expect("JSON of plain data")
         );
     } else {
-        print!("{}", tree(&topo));
+        say_part!("{}", tree(&topo));
     }
     Ok(())
 }

@@ -149,3 +149,22 @@ fn bad_scenarios_exit_2_with_a_reason() {
     assert_eq!(code, 2);
     assert!(err.contains("exactly one"), "{err}");
 }
+
+#[test]
+fn a_closed_pipe_is_not_a_panic() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_schedlab"))
+        .args(["run", "split_pair", "--seeds", "40"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away at once
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("panicked"),
+        "a closed stdout made schedlab panic: {err}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
