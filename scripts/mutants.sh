@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-all=(rung-accepted no-core-check no-rule mask-ignored leaving-ignored flags-counted)
+all=(rung-accepted no-core-check no-rule mask-ignored leaving-ignored flags-counted resched-always-ipi no-repick-renewal)
 muts=("${@:-${all[@]}}")
 [ $# -gt 0 ] || muts=("${all[@]}")
 declare -A what=(
@@ -22,6 +22,8 @@ declare -A what=(
   [mask-ignored]="the move ignores the task's mask"
   [leaving-ignored]="waker() ignores the leaving bit"
   [flags-counted]="flagged wakes are counted in the streak"
+  [resched-always-ipi]="a remote reschedule sends an IPI even when the flag is set"
+  [no-repick-renewal]="protect_on_repick renews nothing"
 )
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/mutants}
 status=0

@@ -29,6 +29,7 @@
 //! mask = "0-7"                   # cpulist; default every CPU
 //! nice = 0                       # or rt = 10 (priority 1-99)
 //! working_set = 65536            # bytes re-read after a migration
+//! cookie = 1                     # core scheduling: siblings run one cookie at a time
 //! program = [{ loop = { n = 100, body = [{ call = { port = "p", bytes = 8 } }, { lap = { metric = "rtt" } }] } }]
 //!
 //! [[figure]]
@@ -96,6 +97,8 @@ struct TaskFile {
     nice: Option<i8>,
     rt: Option<u8>,
     slice_ns: Option<u64>,
+    /// Core-scheduling cookie; any nonzero cookie turns core scheduling on.
+    cookie: Option<u64>,
     working_set: Option<u64>,
     program: Vec<Op>,
 }
@@ -248,6 +251,10 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
             (None, nice) => TaskSpec::fair(nice.unwrap_or(0).clamp(-20, 19)),
         };
         ts.slice_ns = t.slice_ns;
+        ts.cookie = t.cookie.unwrap_or(0);
+        if ts.cookie != 0 {
+            b.config().core_sched = true;
+        }
         check_program(&t.program, &spec.programs)
             .map_err(|m| whole(format!("task {:?}: {m}", t.name)))?;
         b.task(&t.name, cpu, mask, ts, t.program.clone());

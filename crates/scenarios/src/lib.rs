@@ -8,7 +8,8 @@
 //! Every scenario takes the common parameters (`--param k=v`):
 //! `policy` (`home` | `waker-streak`), `waker_run` (implies
 //! `waker-streak`), `spawn` (`near` | `rotate`), `balance` (`on` | `off`),
-//! `protect_on_repick` (`true` | `false`), `run_ms`, `idle_depth`; and its
+//! `protect_on_repick` (`true` | `false`), `run_ms`, `idle_depth`, `cost`
+//! (a cost preset: `default` | `guest`); and its
 //! own, listed by `schedlab run --list`.
 
 #![forbid(unsafe_code)]
@@ -257,6 +258,15 @@ impl Builder {
         self.spec.run_ns = run_ms * 1_000_000;
         let d: u8 = p.get("idle_depth", self.spec.idle_depth)?;
         self.spec.idle_depth = d;
+        if p.is_set("cost") {
+            let name: String = p.get("cost", String::new())?;
+            self.spec.cost = CostModel::preset(&name).ok_or_else(|| {
+                ScenarioError(format!(
+                    "cost {name:?}: expected one of {}",
+                    CostModel::PRESETS.join(", ")
+                ))
+            })?;
+        }
         Ok(self)
     }
 

@@ -78,6 +78,10 @@ pub struct Config {
     pub spawn: SpawnPolicy,
     pub balance: Balance,
     pub fair: FairConfig,
+    /// Core scheduling (DESIGN.md section 7): SMT siblings run only tasks
+    /// of one cookie at a time. Linux turns it on once any task has a
+    /// cookie; hosts do the same.
+    pub core_sched: bool,
 }
 
 impl Config {
@@ -89,6 +93,7 @@ impl Config {
             spawn: SpawnPolicy::Near,
             balance: Balance::ON,
             fair: FairConfig::for_cpus(topo.num_cpus()),
+            core_sched: false,
         }
     }
 }

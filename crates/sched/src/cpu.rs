@@ -34,7 +34,7 @@ use crate::effects::{Counters, Effects, Kick, PlaceReason, Switch, Trace, WakeCa
 use crate::fair::{calc_delta_fair, pick_eevdf, place_entity, Avg, Entity, FairConfig, Pick};
 use crate::park::{Delivery, TaskState};
 use crate::policy::{nearest_in_mask, spawn_target, AnyPolicy, Decision, WakeCx, WakePolicy};
-use crate::shared::{Msg, Shared, SpawnError};
+use crate::shared::{Msg, RunSnap, Shared, Snap, SpawnError};
 use crate::streak::WakerStreak;
 use crate::task::{Band, Task, TaskId, TaskSpec};
 
@@ -69,6 +69,9 @@ pub struct CpuSched {
     steal_pending: bool,
     last_balance: u64,
     fair_cfg: FairConfig,
+    /// The core selection this CPU last took part in (`core_sched_seq`).
+    core_seen: u64,
+    core_sched: bool,
     counters: Counters,
 }
 
@@ -95,6 +98,8 @@ impl CpuSched {
                 steal_pending: false,
                 last_balance: 0,
                 fair_cfg: sh.config().fair,
+                core_seen: 0,
+                core_sched: sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
                 counters: Counters::default(),
             })
             .collect()
@@ -489,6 +494,7 @@ impl CpuSched {
             self.push_balance(sh, now, &mut fx);
         }
         fx.resched = self.need_resched;
+        self.publish_core(sh);
         fx
     }
 
@@ -508,6 +514,9 @@ impl CpuSched {
         let mut fx = Effects::default();
         loop {
             sh.doorbell(self.id).answer();
+            if sh.take_resched(self.id) {
+                self.need_resched = true;
+            }
             self.steal_pending = false;
             for msg in sh.take_mail(self.id) {
                 self.handle(sh, msg, now, &mut fx);
@@ -534,6 +543,7 @@ impl CpuSched {
         fx.resched = false;
         fx.timer = self.next_deadline();
         self.publish(sh);
+        self.publish_core(sh);
         fx
     }
 
@@ -890,31 +900,66 @@ impl CpuSched {
                 cur.fair.update_curr(now);
             }
         }
-        let cur_ok = self
+        let runnable = self
             .current
             .as_ref()
             .is_some_and(|c| !c.stopped && c.mask.contains(self.id));
-        if cur_ok && !resched {
+        if runnable && !resched {
             return self.current();
         }
+        // Core scheduling: the core-wide selection names the cookie this
+        // CPU may run now; everything else waits (forced idle if nothing).
+        let (cookie, installed) = if self.core_sched {
+            let (c, installed) = self.core_select(sh, now, fx);
+            (Some(c), installed)
+        } else {
+            (None, false)
+        };
+        let ok = |t: &Task| cookie.is_none_or(|c| t.cookie == c);
+        let cur_ok = runnable && self.current.as_ref().is_some_and(&ok);
         let cfg = self.fair_cfg;
         // RT first.
-        let rt_wins = match (&self.current, self.rt.first()) {
+        let rt_at = self.rt.iter().position(&ok);
+        let rt_wins = match (&self.current, rt_at) {
             (_, None) => false,
-            (Some(c), Some(r)) if cur_ok && c.is_rt() => r.rt_prio() > c.rt_prio(),
+            (Some(c), Some(i)) if cur_ok && c.is_rt() => self.rt[i].rt_prio() > c.rt_prio(),
             _ => true,
         };
         let next = if rt_wins {
-            Some(self.rt.remove(0))
+            Some(self.rt.remove(rt_at.expect("checked")))
         } else if cur_ok && self.current.as_ref().is_some_and(|c| c.is_rt()) {
             return self.current();
         } else {
             let cur_fair = self.current.as_ref().filter(|_| cur_ok).map(|c| &c.fair);
-            let queue = self.fair.iter().map(|t| &t.fair);
-            match pick_eevdf(queue, cur_fair, &cfg, self.zero_v) {
+            let allowed: Vec<usize> = if cookie.is_some() {
+                (0..self.fair.len())
+                    .filter(|&i| ok(&self.fair[i]))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let pick = if cookie.is_some() {
+                match pick_eevdf(
+                    allowed.iter().map(|&i| &self.fair[i].fair),
+                    cur_fair,
+                    &cfg,
+                    self.zero_v,
+                ) {
+                    Pick::Queued(j) => Pick::Queued(allowed[j]),
+                    other => other,
+                }
+            } else {
+                pick_eevdf(
+                    self.fair.iter().map(|t| &t.fair),
+                    cur_fair,
+                    &cfg,
+                    self.zero_v,
+                )
+            };
+            match pick {
                 Pick::Current => {
                     // A re-pick: Linux keeps vprot; the seed-004 fix renews it.
-                    if cfg.protect_on_repick {
+                    if cfg.protect_on_repick && !cfg!(feature = "mutant-no-repick-renewal") {
                         let min = self.min_slice();
                         self.current.as_mut().expect("picked").fair.set_protect(min);
                     }
@@ -943,7 +988,14 @@ impl CpuSched {
             .park
             .set(TaskState::Queued, TaskState::Running);
         next.fair.exec_start = now;
-        if !next.is_rt() {
+        // A fresh pick arms protection (`set_protect_slice()` under
+        // SNT_PICK). Installing a sibling's selection is not a fresh pick:
+        // Linux sets the task it chose without re-arming, so the entity
+        // keeps the vprot of its last run, expired, unless the seed-004 fix
+        // renews protection on a re-pick.
+        let arm =
+            !installed || (cfg.protect_on_repick && !cfg!(feature = "mutant-no-repick-renewal"));
+        if !next.is_rt() && arm {
             let min = self
                 .fair_entities()
                 .map(|e| e.slice)
@@ -955,6 +1007,119 @@ impl CpuSched {
         let id = next.id;
         self.current = Some(next);
         Some(id)
+    }
+
+    /// The core-wide pick (Linux's `pick_next_task()` under SCHED_CORE).
+    ///
+    /// 1. If a sibling's selection is newer than the last one this CPU took
+    ///    part in, use its cookie: no new selection (`core_pick_seq !=
+    ///    core_sched_seq`), so a sibling answering an IPI does not select
+    ///    again.
+    /// 2. Else select: run each sibling's `update_curr()` on what it
+    ///    published (its running entity's vruntime at `now`); one whose
+    ///    deadline passed or whose protection ended while others wait gets
+    ///    a reschedule, as `update_curr()` would ask (commit 0b9ca2dcabc3).
+    /// 3. Take the highest-priority candidate of the core (this CPU's on a
+    ///    tie), record its cookie, and reschedule every sibling whose
+    ///    running task has another cookie, or that idles with work queued.
+    ///
+    /// A remote reschedule sets the sibling's flag and sends an IPI only if
+    /// the flag was clear (`__resched_curr()`).
+    /// Returns the cookie and whether it was a sibling's selection,
+    /// installed here (`true`) rather than made here.
+    fn core_select(&mut self, sh: &Shared, now: u64, fx: &mut Effects) -> (u64, bool) {
+        let mut kicks = Vec::new();
+        let cookie = {
+            let mut core = sh.core(self.id).lock();
+            if core.seq != self.core_seen {
+                self.core_seen = core.seq;
+                return (core.cookie, true);
+            }
+            for &(cpu, snap) in core.snaps.iter().filter(|(c, _)| *c != self.id) {
+                if let Some(r) = snap.running.filter(|r| !r.rt && snap.queued > 0) {
+                    let v =
+                        r.vruntime + calc_delta_fair(now.saturating_sub(r.exec_start), r.weight);
+                    if v >= r.deadline || r.vprot <= v {
+                        kicks.push(sh.resched_remote(cpu));
+                    }
+                }
+            }
+            let mut best = self.best_candidate();
+            for (_, snap) in core.snaps.iter().filter(|(c, _)| *c != self.id) {
+                if let Some(b) = snap.best {
+                    if best.is_none_or(|m| b.0 > m.0) {
+                        best = Some(b);
+                    }
+                }
+            }
+            let cookie = best.map_or(0, |b| b.1);
+            core.cookie = cookie;
+            core.seq += 1;
+            self.core_seen = core.seq;
+            for &(cpu, snap) in core.snaps.iter().filter(|(c, _)| *c != self.id) {
+                let mismatch = snap.running.is_some_and(|r| r.cookie != cookie);
+                let idle_with_work = snap.running.is_none() && snap.best.is_some();
+                if mismatch || idle_with_work {
+                    kicks.push(sh.resched_remote(cpu));
+                }
+            }
+            cookie
+        };
+        for k in kicks {
+            self.kick(k, fx);
+        }
+        (cookie, false)
+    }
+
+    /// The pick this CPU would make ignoring cookies, as (priority key,
+    /// cookie): RT above fair, higher RT priority first.
+    fn best_candidate(&self) -> Option<(u16, u64)> {
+        let key = |t: &Task| if t.is_rt() { 1 + t.rt_prio() as u16 } else { 0 };
+        let cur = self
+            .current
+            .as_ref()
+            .filter(|c| !c.stopped)
+            .map(|c| (key(c), c.cookie));
+        let rt = self.rt.first().map(|t| (key(t), t.cookie));
+        let fair = self
+            .fair
+            .iter()
+            .min_by_key(|t| t.fair.deadline)
+            .map(|t| (0, t.cookie));
+        [cur, rt, fair]
+            .into_iter()
+            .flatten()
+            .max_by_key(|(k, _)| *k)
+    }
+
+    /// Publishes this CPU to its siblings (core scheduling only).
+    fn publish_core(&self, sh: &Shared) {
+        if !self.core_sched {
+            return;
+        }
+        let running = self.current.as_ref().map(|c| RunSnap {
+            cookie: c.cookie,
+            rt: c.is_rt(),
+            vruntime: c.fair.vruntime,
+            exec_start: c.fair.exec_start,
+            weight: c.fair.weight,
+            deadline: c.fair.deadline,
+            vprot: c.fair.vprot,
+        });
+        let snap = Snap {
+            running,
+            best: self.best_candidate(),
+            queued: self.fair.len() as u32,
+        };
+        let mut core = sh.core(self.id).lock();
+        if let Some(e) = core.snaps.iter_mut().find(|(c, _)| *c == self.id) {
+            e.1 = snap;
+        }
+    }
+
+    /// The cookie of the task this CPU runs, for invariant checks.
+    pub fn running_cookie(&self) -> Option<u64> {
+        self.current.as_ref().map(|c| c.cookie)
     }
 
     /// A preempted task goes back to its queue with its numbers unchanged.

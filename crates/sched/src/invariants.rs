@@ -7,7 +7,10 @@
 //! * a CPU runs at most one task;
 //! * the park word agrees with where the task is and names its holder;
 //! * no task runs or waits in a queue on a CPU its mask does not name
-//!   (parked and held tasks are corrected when they next run).
+//!   (parked and held tasks are corrected when they next run);
+//! * under core scheduling, SMT siblings never run tasks of different
+//!   cookies, except while a reschedule of one of them is pending (its
+//!   IPI is in flight: the window Linux has too).
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -55,6 +58,23 @@ pub fn check(sh: &Shared, cpus: &[CpuSched]) -> Result<(), String> {
         }
         if running > 1 {
             return Err(format!("{:?} runs {running} tasks", c.id()));
+        }
+    }
+    if sh.config().core_sched {
+        for core in sh.topology().cores() {
+            let running: alloc::vec::Vec<(CpuId, u64)> = core
+                .iter()
+                .filter_map(|c| cpus[c.index()].running_cookie().map(|k| (c, k)))
+                .collect();
+            let pending = core.iter().any(|c| sh.resched_pending(c));
+            if let Some(w) = running.windows(2).find(|w| w[0].1 != w[1].1) {
+                if !pending {
+                    return Err(format!(
+                        "siblings {:?} (cookie {}) and {:?} (cookie {}) run different cookies with no reschedule pending",
+                        w[0].0, w[0].1, w[1].0, w[1].1
+                    ));
+                }
+            }
         }
     }
     for i in 0..sh.tasks_created() {

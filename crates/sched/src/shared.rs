@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::doorbell::Doorbell;
 use crate::effects::{Kick, KickWhy, PlaceReason, WakeCause};
 use crate::park::{Delivery, ParkWord, TaskState, Word};
-use crate::sync::{AtomicU32, Mutex, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
 use crate::task::{Task, TaskId};
 
 /// A message between CPUs. The only way one CPU asks another to act on a
@@ -78,6 +78,45 @@ pub(crate) struct Remote {
     pub(crate) doorbell: Doorbell,
     /// Running + queued tasks, published by the owner for balancing.
     pub(crate) load: AtomicU32,
+    /// TIF_NEED_RESCHED: set by whoever asks this CPU to reschedule, cleared
+    /// by its pass. A remote ask sends an IPI only when it sets the flag.
+    pub(crate) resched: AtomicBool,
+}
+
+/// What a CPU publishes of itself to its SMT siblings for the core-wide
+/// pick (core scheduling). Written under the core's lock.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Snap {
+    /// Its running task: cookie, and for a fair one the numbers its
+    /// `update_curr()` needs.
+    pub(crate) running: Option<RunSnap>,
+    /// The pick it would make ignoring cookies: (priority key, cookie).
+    pub(crate) best: Option<(u16, u64)>,
+    /// Fair tasks waiting behind the running one.
+    pub(crate) queued: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunSnap {
+    pub(crate) cookie: u64,
+    pub(crate) rt: bool,
+    pub(crate) vruntime: i64,
+    pub(crate) exec_start: u64,
+    pub(crate) weight: u32,
+    pub(crate) deadline: i64,
+    pub(crate) vprot: i64,
+}
+
+/// The one state SMT siblings share: the core-wide selection and what
+/// each sibling published. Small, behind one lock (DESIGN.md section 7).
+#[derive(Debug, Default)]
+pub(crate) struct CoreState {
+    /// Bumped at each core-wide selection (Linux's `core_pick_seq`).
+    pub(crate) seq: u64,
+    /// The cookie the last selection chose.
+    pub(crate) cookie: u64,
+    /// Per sibling, in the core's CPU order.
+    pub(crate) snaps: Vec<(CpuId, Snap)>,
 }
 
 /// A task's shared slot.
@@ -115,6 +154,8 @@ pub struct Shared {
     /// `sched_balance_newidle()` skips when `rd->overloaded` is clear: an
     /// atomic hint, not a lock, and never wrong for long.
     overloaded: AtomicU32,
+    /// Per SMT core (by ordinal), its shared state.
+    cores: Vec<Mutex<CoreState>>,
 }
 
 impl Shared {
@@ -127,6 +168,17 @@ impl Shared {
                 mailbox: Mutex::new(VecDeque::new()),
                 doorbell: Doorbell::new(),
                 load: AtomicU32::new(0),
+                resched: AtomicBool::new(false),
+            })
+            .collect();
+        let cores = topo
+            .cores()
+            .iter()
+            .map(|c| {
+                Mutex::new(CoreState {
+                    snaps: c.iter().map(|cpu| (cpu, Snap::default())).collect(),
+                    ..CoreState::default()
+                })
             })
             .collect();
         let tasks = (0..max_tasks)
@@ -142,6 +194,7 @@ impl Shared {
             tasks,
             next_task: AtomicU32::new(0),
             overloaded: AtomicU32::new(0),
+            cores,
         }
     }
 
@@ -203,6 +256,37 @@ impl Shared {
         self.overloaded.load(Ordering::Relaxed) > 0
     }
 
+    pub(crate) fn core(&self, cpu: CpuId) -> &Mutex<CoreState> {
+        &self.cores[self.topo.place(cpu).core as usize]
+    }
+
+    /// `__resched_curr()` for another CPU: set its flag, and send a
+    /// reschedule IPI only if the flag was clear.
+    pub(crate) fn resched_remote(&self, cpu: CpuId) -> Option<Kick> {
+        if cfg!(feature = "mutant-resched-always-ipi") {
+            self.cpus[cpu.index()]
+                .resched
+                .store(true, Ordering::Release);
+        } else if self.cpus[cpu.index()].resched.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(Kick {
+            cpu,
+            kind: crate::doorbell::KickKind::Ipi,
+            why: KickWhy::Resched,
+        })
+    }
+
+    /// The CPU's pass takes its reschedule flag.
+    pub(crate) fn take_resched(&self, cpu: CpuId) -> bool {
+        self.cpus[cpu.index()].resched.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether a reschedule of `cpu` is pending.
+    pub fn resched_pending(&self, cpu: CpuId) -> bool {
+        self.cpus[cpu.index()].resched.load(Ordering::Acquire)
+    }
+
     pub(crate) fn slot(&self, task: TaskId) -> &TaskSlot {
         &self.tasks[task.index()]
     }
@@ -261,5 +345,32 @@ impl Shared {
             }
             _ => (d, None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use schedlab_topology::preset;
+
+    #[test]
+    fn a_remote_reschedule_sends_an_ipi_only_when_the_flag_was_clear() {
+        let topo = preset("smt-2x2").unwrap();
+        let sh = Shared::new(topo.clone(), Config::for_topology(&topo), 4);
+        let cpu = CpuId::new(1);
+        assert!(
+            sh.resched_remote(cpu).is_some(),
+            "the first ask sends an IPI"
+        );
+        assert!(
+            sh.resched_remote(cpu).is_none(),
+            "an ask while the flag is set sends nothing"
+        );
+        assert!(sh.take_resched(cpu), "the pass takes the flag");
+        assert!(
+            sh.resched_remote(cpu).is_some(),
+            "after the pass, a new ask sends one again"
+        );
     }
 }

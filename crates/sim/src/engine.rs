@@ -238,6 +238,8 @@ pub struct Sim {
     sh: Shared,
     sched: Vec<CpuSched>,
     hw: Vec<HwCpu>,
+    /// Each CPU's tick phase within a tick period.
+    tick_phase: Vec<u64>,
     /// Each CPU's SMT siblings, itself excluded.
     siblings: Vec<Vec<CpuId>>,
     /// Per SMT core, the task that last ran on it.
@@ -354,6 +356,7 @@ impl Sim {
             sched,
             hw,
             core_last: vec![None; spec.topology.cores().len()],
+            tick_phase: vec![0; n],
             siblings: spec
                 .topology
                 .cpu_ids()
@@ -404,6 +407,12 @@ impl Sim {
             },
             live: 0,
         };
+        if sim.spec_cost.tick_skew {
+            let tick = sim.sh.config().fair.tick_ns.max(1);
+            for p in sim.tick_phase.iter_mut() {
+                *p = sim.hw_rng.next_u64() % tick;
+            }
+        }
         // Every CPU starts idle: one pass each.
         for c in 0..n {
             let fx = sim.sched[c].pass(&sim.sh, 0, sim.idle_depth);
@@ -850,7 +859,9 @@ impl Sim {
 
     fn arm_tick(&mut self, cpu: CpuId) {
         let tick = self.sh.config().fair.tick_ns;
-        let next = (self.now / tick + 1) * tick;
+        let phase = self.tick_phase[cpu.index()];
+        let next = ((self.now + tick - phase) / tick) * tick + phase;
+        let next = if next <= self.now { next + tick } else { next };
         let h = &mut self.hw[cpu.index()];
         h.tick_token += 1;
         let token = h.tick_token;

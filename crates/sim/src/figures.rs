@@ -58,9 +58,12 @@ pub enum Figure {
     Counter {
         name: String,
     },
-    /// A scheduler counter per CPU per second.
+    /// A scheduler counter per CPU per second, over `cpus` CPUs (the
+    /// machine's when absent).
     CounterPerCpuPerSecond {
         name: String,
+        #[serde(default)]
+        cpus: Option<u32>,
     },
     /// CPU time of the named task, as a share of the run.
     CpuShare {
@@ -148,10 +151,10 @@ impl Figure {
                 o.counts.get(metric).copied().unwrap_or(0) as f64 * 1e9 / o.end_ns.max(1) as f64
             }
             Figure::Counter { name } => o.counters.get(name).copied().unwrap_or(0) as f64,
-            Figure::CounterPerCpuPerSecond { name } => {
+            Figure::CounterPerCpuPerSecond { name, cpus } => {
                 o.counters.get(name).copied().unwrap_or(0) as f64 * 1e9
                     / o.end_ns.max(1) as f64
-                    / topo.num_cpus() as f64
+                    / cpus.map_or(topo.num_cpus() as f64, |c| c as f64)
             }
             Figure::CpuShare { task } => {
                 o.tasks.get(task).map_or(0.0, |t| t.cpu_ns as f64) / o.end_ns.max(1) as f64
