@@ -102,6 +102,18 @@ fn cpu_at(t: &Topology, cpu: usize, level: Level) -> Result<usize, ScenarioError
         })
 }
 
+/// The first CPU outside `cpu`'s LLC (same node first).
+fn other_llc(t: &Topology, cpu: usize) -> Result<usize, ScenarioError> {
+    cpu_at(t, cpu, Level::Node)
+        .or_else(|_| cpu_at(t, cpu, Level::Machine))
+        .map_err(|_| {
+            ScenarioError(format!(
+                "this scenario needs a second LLC, and {} has one (try --topology amd-2x8)",
+                t.name()
+            ))
+        })
+}
+
 /// The request/reply pair: a client calling, a server serving.
 fn pair(
     b: &mut Builder,
@@ -139,7 +151,7 @@ fn reqrep(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     let rounds: u64 = p.get("rounds", 2000)?;
     let t = b.topology().clone();
     let server = match placement.as_str() {
-        "split" => cpu_at(&t, 0, Level::Node).or_else(|_| cpu_at(&t, 0, Level::Machine))?,
+        "split" => other_llc(&t, 0)?,
         "same_llc" => cpu_at(&t, 0, Level::Llc)?,
         "same_core" => cpu_at(&t, 0, Level::Smt)?,
         o => {
@@ -170,7 +182,7 @@ fn split_pair(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     let bytes: u64 = p.get("bytes", 8)?;
     b.config().balance = Balance::OFF;
     let t = b.topology().clone();
-    let far = cpu_at(&t, 0, Level::Node).or_else(|_| cpu_at(&t, 0, Level::Machine))?;
+    let far = other_llc(&t, 0)?;
     pair(b, (0, None), (far, None), bytes, rounds, 0);
     b.figure(
         "pair_moves",
@@ -211,7 +223,7 @@ fn server_two_llcs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError>
     b.config().balance = Balance::OFF;
     let t = b.topology().clone();
     let llc0 = t.llcs()[0].cpus;
-    let far = cpu_at(&t, 1, Level::Node).or_else(|_| cpu_at(&t, 1, Level::Machine))?;
+    let far = other_llc(&t, 1)?;
     let far = cpu_at(&t, far, Level::Smt).unwrap_or(far); // cpu9 on amd-2x8
     let near = llc0.iter().nth(2).map(|c| c.index()).unwrap_or(0);
     let client = |name: &str, b: &mut Builder, cpu: usize, mask: CpuSet| {
@@ -319,7 +331,7 @@ fn leaving(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     let after: u64 = p.get("after", 8)?;
     b.config().balance = Balance::OFF;
     let t = b.topology().clone();
-    let far = cpu_at(&t, 1, Level::Node).or_else(|_| cpu_at(&t, 1, Level::Machine))?;
+    let far = other_llc(&t, 1)?;
     b.task(
         "sleeper",
         far,
@@ -355,7 +367,7 @@ fn indep_wakes(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     let wakes: u64 = p.get("wakes", 4000)?;
     b.config().balance = Balance::OFF;
     let t = b.topology().clone();
-    let far = cpu_at(&t, 1, Level::Node).or_else(|_| cpu_at(&t, 1, Level::Machine))?;
+    let far = other_llc(&t, 1)?;
     b.task(
         "task",
         0,
