@@ -988,14 +988,13 @@ impl CpuSched {
             .park
             .set(TaskState::Queued, TaskState::Running);
         next.fair.exec_start = now;
-        // A fresh pick arms protection (`set_protect_slice()` under
-        // SNT_PICK). Installing a sibling's selection is not a fresh pick:
-        // Linux sets the task it chose without re-arming, so the entity
-        // keeps the vprot of its last run, expired, unless the seed-004 fix
-        // renews protection on a re-pick.
-        let arm =
-            !installed || (cfg.protect_on_repick && !cfg!(feature = "mutant-no-repick-renewal"));
-        if !next.is_rt() && arm {
+        // A fresh pick arms protection: `set_next_entity(.., first = true)`
+        // calls `set_protect_slice()`. Installing a sibling's selection
+        // goes through `set_next_task(rq, next)`, which passes first =
+        // false: the entity keeps the vprot of its last run, expired. The
+        // seed-004 fix renews protection only on a re-pick (above), not
+        // here, so an installed task asks until it is re-picked.
+        if !next.is_rt() && !installed {
             let min = self
                 .fair_entities()
                 .map(|e| e.slice)
