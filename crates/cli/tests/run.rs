@@ -2,17 +2,8 @@
 
 use std::process::Command;
 
-fn schedlab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_schedlab"))
-        .args(args)
-        .output()
-        .expect("run schedlab");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::schedlab;
 
 #[test]
 fn run_json_has_the_documented_shape() {
@@ -103,31 +94,22 @@ fn sweep_prints_the_seeds_table() {
         2,
         "{out}"
     );
-    let (code, out, _) = schedlab(&[
-        "sweep",
-        "server_two_llcs",
-        "--param",
-        "waker_run=1,8",
-        "--seeds",
-        "3",
-        "--json",
-        "--jobs",
-        "1",
-    ]);
-    assert_eq!(code, 0);
-    let a: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let (_, out2, _) = schedlab(&[
-        "sweep",
-        "server_two_llcs",
-        "--param",
-        "waker_run=1,8",
-        "--seeds",
-        "3",
-        "--json",
-        "--jobs",
-        "2",
-    ]);
-    let b: serde_json::Value = serde_json::from_str(&out2).unwrap();
+    let sweep_json = |jobs: &str| -> serde_json::Value {
+        let (code, out, err) = schedlab(&[
+            "sweep",
+            "server_two_llcs",
+            "--param",
+            "waker_run=1,8",
+            "--seeds",
+            "3",
+            "--json",
+            "--jobs",
+            jobs,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let (a, b) = (sweep_json("1"), sweep_json("2"));
     assert_eq!(a, b, "the result must not depend on --jobs");
     assert!(a["rows"][0]["figures"]["server_moves"]
         .get("runs_nonzero")

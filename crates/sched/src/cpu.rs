@@ -259,7 +259,6 @@ impl CpuSched {
             );
             self.kick(k, &mut fx);
         }
-        self.publish(sh);
         Ok((id, fx))
     }
 
@@ -1217,20 +1216,12 @@ impl CpuSched {
 
     /// Periodic: push one queued task to a sleeping CPU, nearest first.
     fn push_balance(&mut self, sh: &Shared, now: u64, fx: &mut Effects) {
-        if self.fair.is_empty() {
+        let Some((id, mask)) = self.migratable(sh, now, None).map(|t| (t.id, t.mask)) else {
             return;
-        }
+        };
         let topo = sh.topology();
-        let cost = sh.config().balance.migration_cost_ns;
-        let cand = self
-            .fair
-            .iter()
-            .filter(|t| !t.killed && now.saturating_sub(t.last_ran) >= cost)
-            .max_by_key(|t| t.fair.deadline)
-            .map(|t| (t.id, t.mask));
-        let Some((id, mask)) = cand else { return };
+        let avoid = CpuSet::single(self.id);
         for level in [Level::Llc, Level::Node, Level::Machine] {
-            let avoid = CpuSet::single(self.id);
             if let Some(target) =
                 crate::policy::idle_among(sh, &topo.span(self.id, level), self.id, &mask, &avoid)
             {
@@ -1243,14 +1234,20 @@ impl CpuSched {
     }
 
     fn pick_migratable(&mut self, sh: &Shared, to: CpuId, now: u64) -> Option<Task> {
-        let cost = sh.config().balance.migration_cost_ns;
-        let id = self
-            .fair
-            .iter()
-            .filter(|t| t.mask.contains(to) && !t.killed && now.saturating_sub(t.last_ran) >= cost)
-            .max_by_key(|t| t.fair.deadline)
-            .map(|t| t.id)?;
+        let id = self.migratable(sh, now, Some(to))?.id;
         self.take_queued(id, now)
+    }
+
+    /// The queued fair task a balance pass may take: not killed, not
+    /// cache-hot (`task_hot()`: ran within the migration cost), allowed on
+    /// `to` when one is named; the one that would run last here.
+    fn migratable(&self, sh: &Shared, now: u64, to: Option<CpuId>) -> Option<&Task> {
+        let cost = sh.config().balance.migration_cost_ns;
+        self.fair
+            .iter()
+            .filter(|t| !t.killed && now.saturating_sub(t.last_ran) >= cost)
+            .filter(|t| to.is_none_or(|c| t.mask.contains(c)))
+            .max_by_key(|t| t.fair.deadline)
     }
 
     /// Benchmarks only: puts a queued task back to sleep without a pass, so a

@@ -63,6 +63,17 @@ impl TestHost {
         h
     }
 
+    /// The preset `name` with the placement `home` and balancing off, so
+    /// nothing moves unless a test says so; `f` adjusts the config.
+    pub fn quiet(name: &str, f: impl FnOnce(&mut Config)) -> TestHost {
+        let topo = schedlab_topology::preset(name).expect("a preset");
+        let mut cfg = Config::for_topology(&topo);
+        cfg.placement = crate::config::Placement::Home;
+        cfg.balance = crate::config::Balance::OFF;
+        f(&mut cfg);
+        TestHost::new(topo, cfg)
+    }
+
     fn account(&mut self, cpu: CpuId, next: Option<TaskId>) {
         let c = cpu.index();
         if let Some(prev) = self.running[c] {

@@ -3,8 +3,8 @@
 
 use schedlab_sched::fair::{calc_delta_fair, weight_of};
 use schedlab_sched::testhost::TestHost;
-use schedlab_sched::{Balance, Config, Holding, Placement, TaskId, TaskSpec};
-use schedlab_topology::{preset, CpuId};
+use schedlab_sched::{Config, Holding, TaskId, TaskSpec};
+use schedlab_topology::CpuId;
 
 const MS: u64 = 1_000_000;
 
@@ -13,12 +13,7 @@ fn cpu0() -> CpuId {
 }
 
 fn host_with(f: impl FnOnce(&mut Config)) -> TestHost {
-    let topo = preset("amd-2x8").unwrap();
-    let mut cfg = Config::for_topology(&topo);
-    cfg.placement = Placement::Home;
-    cfg.balance = Balance::OFF;
-    f(&mut cfg);
-    TestHost::new(topo, cfg)
+    TestHost::quiet("amd-2x8", f)
 }
 
 fn host() -> TestHost {

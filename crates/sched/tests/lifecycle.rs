@@ -1,8 +1,8 @@
 //! Spawn placement, balancing, affinity and the lifecycle entry points.
 
 use schedlab_sched::testhost::TestHost;
-use schedlab_sched::{Balance, Config, Holding, Placement, SpawnPolicy, TaskSpec, TaskState};
-use schedlab_topology::{preset, CpuId, CpuSet, Level};
+use schedlab_sched::{Balance, Config, Holding, SpawnPolicy, TaskSpec, TaskState};
+use schedlab_topology::{CpuId, CpuSet, Level};
 
 const MS: u64 = 1_000_000;
 
@@ -11,12 +11,7 @@ fn cpu(i: usize) -> CpuId {
 }
 
 fn host_with(f: impl FnOnce(&mut Config)) -> TestHost {
-    let topo = preset("amd-2x8").unwrap();
-    let mut cfg = Config::for_topology(&topo);
-    cfg.placement = Placement::Home;
-    cfg.balance = Balance::OFF;
-    f(&mut cfg);
-    TestHost::new(topo, cfg)
+    TestHost::quiet("amd-2x8", f)
 }
 
 #[test]

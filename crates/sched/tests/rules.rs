@@ -3,8 +3,8 @@
 //! siblings 2k and 2k+1). Written in terms of `WAKER_RUN` as the seed's were.
 
 use schedlab_sched::testhost::TestHost;
-use schedlab_sched::{Balance, Config, Holding, Placement, TaskId, TaskSpec, WAKER_RUN};
-use schedlab_topology::{preset, CpuId, CpuSet, Level};
+use schedlab_sched::{Holding, Placement, TaskId, TaskSpec, WAKER_RUN};
+use schedlab_topology::{CpuId, CpuSet, Level};
 
 fn cpu(i: usize) -> CpuId {
     CpuId::new(i)
@@ -13,11 +13,7 @@ fn cpu(i: usize) -> CpuId {
 /// amd-2x8 with the rule at WAKER_RUN and balancing off, so nothing but
 /// the rule moves a task.
 fn host() -> TestHost {
-    let topo = preset("amd-2x8").unwrap();
-    let mut cfg = Config::for_topology(&topo);
-    cfg.placement = Placement::waker_streak();
-    cfg.balance = Balance::OFF;
-    TestHost::new(topo, cfg)
+    TestHost::quiet("amd-2x8", |c| c.placement = Placement::waker_streak())
 }
 
 /// A task started on `home`, now parked there.
@@ -276,11 +272,7 @@ impl SleepHelper for TestHost {
 
 #[test]
 fn home_policy_never_moves() {
-    let topo = preset("amd-2x8").unwrap();
-    let mut cfg = Config::for_topology(&topo);
-    cfg.placement = Placement::Home;
-    cfg.balance = Balance::OFF;
-    let mut h = TestHost::new(topo, cfg);
+    let mut h = TestHost::quiet("amd-2x8", |_| {});
     let t = parked_on(&mut h, 8, None);
     waker_on(&mut h, 1);
     for _ in 0..4 * WAKER_RUN {

@@ -1295,9 +1295,4 @@ impl Sim {
         self.hw[cpu.index()].current = None;
         self.apply(cpu, fx);
     }
-
-    /// Bytes of simulator state, roughly: for the benchmarks' report.
-    pub fn task_count(&self) -> usize {
-        self.tasks.len()
-    }
 }
