@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-all=(rung-accepted no-core-check no-rule mask-ignored leaving-ignored flags-counted resched-always-ipi no-repick-renewal)
+all=(rung-accepted no-core-check no-rule mask-ignored leaving-ignored flags-counted resched-always-ipi no-repick-renewal pick-left-always no-forceidle-turn no-cookie-steal)
 muts=("${@:-${all[@]}}")
 [ $# -gt 0 ] || muts=("${all[@]}")
 declare -A what=(
@@ -24,6 +24,9 @@ declare -A what=(
   [flags-counted]="flagged wakes are counted in the streak"
   [resched-always-ipi]="a remote reschedule sends an IPI even when the flag is set"
   [no-repick-renewal]="protect_on_repick renews nothing"
+  [pick-left-always]="a core-wide selection leaves a sibling a pick even when it is its running task"
+  [no-forceidle-turn]="no task_tick_core(): a task beside a forced-idle sibling never gives way"
+  [no-cookie-steal]="a forced-idle CPU pulls no task of the core's cookie"
 )
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/mutants}
 status=0

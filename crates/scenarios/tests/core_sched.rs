@@ -1,18 +1,30 @@
 //! Core scheduling and reschedule IPIs (seeds/004) on the simulator.
 //!
-//! What the model reads, per CPU per second of the cookied pair: with the
-//! re-pick renewal off (Linux before the fix) 330-420 resched IPIs; with
-//! it on 80-170 (a task installed from a sibling's selection still runs
-//! unprotected until it is re-picked). Linux measured 808-2123 and 224-271
-//! on a QEMU guest. The issue's absolute thresholds (above / below 1000) are not
-//! asserted here because the model does not reach them (see the closing
-//! note); the claims below are the ones it supports.
+//! The figure is resched IPIs per CPU per second of the cookied pair, over
+//! 2 s of simulated time, one value per seed. A seed is a timing of the
+//! guest's vCPU ticks (the `guest` cost preset), as a boot is on the
+//! selftest's QEMU guest. The model reads (40 seeds):
+//!
+//! * without the re-pick renewal: median about 600, mean about 900, from
+//!   167 to about 3800, 12 of 40 seeds above the selftest's failure line
+//!   of 1000;
+//! * with it: 167 to 200 on every seed.
+//!
+//! Linux measured 808-2123 (6 of 7 runs above 1000) and 224-271. The
+//! storm's mechanism is Linux's (coresched's module doc, and its
+//! `two_expired_repicks_trade_reschedules_...` test); how often a seed's
+//! timing puts both siblings in it at once is the model's, and is stated
+//! against Linux's in the issue's closing note, not tuned toward it.
 
 use proptest::prelude::*;
 use schedlab_scenarios::{catalog, Builder, Params, Scenario};
 use schedlab_sim::sched::{Balance, TaskSpec};
 use schedlab_sim::{Op, Sim};
 use schedlab_topology::{preset, CpuId, CpuSet};
+
+/// The selftest's failure line.
+const LINE: f64 = 1000.0;
+const SEEDS: u64 = 40;
 
 fn scenario(params: &[&str]) -> Scenario {
     let p = Params::parse(&params.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
@@ -24,21 +36,49 @@ fn ipis(s: &Scenario, seed: u64) -> f64 {
     s.figures[0].1.compute(&o)
 }
 
+/// `(seed, figure)` for seeds 1..=SEEDS.
+fn across_seeds(params: &[&str]) -> Vec<(u64, f64)> {
+    let s = scenario(params);
+    (1..=SEEDS).map(|seed| (seed, ipis(&s, seed))).collect()
+}
+
+fn mean(v: &[(u64, f64)]) -> f64 {
+    v.iter().map(|(_, x)| x).sum::<f64>() / v.len() as f64
+}
+
 #[test]
-fn without_the_repick_renewal_cookied_siblings_trade_resched_ipis() {
-    for seed in 1..=3 {
-        let off = ipis(&scenario(&["protect_on_repick=false"]), seed);
-        let on = ipis(&scenario(&["protect_on_repick=true"]), seed);
-        eprintln!("seed {seed}: {off:.1} resched IPIs per CPU per second without the fix, {on:.2} with it");
-        assert!(
-            off > 100.0,
-            "seed {seed}: without the renewal the pair should storm, read {off:.1}/s"
-        );
-        assert!(
-            on * 1.5 < off,
-            "seed {seed}: the fix should cut the storm by a third or more: {off:.1} -> {on:.2}"
-        );
-    }
+fn with_the_fix_every_seed_passes_the_selftest_and_without_it_the_siblings_storm() {
+    let off = across_seeds(&["protect_on_repick=false"]);
+    let on = across_seeds(&["protect_on_repick=true"]);
+    let show = |v: &[(u64, f64)]| {
+        v.iter()
+            .map(|(s, x)| format!("seed {s}: {x:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (worst_seed, worst) = on
+        .iter()
+        .copied()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert!(
+        worst < LINE,
+        "with the fix the selftest must pass on every seed; seed {worst_seed} read {worst:.0} \
+         resched IPIs per CPU per second (reproduce with --seed {worst_seed})"
+    );
+    let over = off.iter().filter(|(_, x)| *x > LINE).count();
+    assert!(
+        over >= 5,
+        "without the fix, seeds whose timing puts both siblings in the exchange should storm \
+         past {LINE}: {over} of {SEEDS} did ({})",
+        show(&off)
+    );
+    let (m_off, m_on) = (mean(&off), mean(&on));
+    assert!(
+        m_off > 3.0 * m_on,
+        "without the fix the mean over seeds should be 3x or more the fixed one: {m_off:.0} \
+         against {m_on:.0}"
+    );
 }
 
 #[test]

@@ -19,7 +19,8 @@
 //!    ownership, and the lifecycle messages;
 //! 3. fire due deadlines (a wake with no waker, through delivery);
 //! 4. loop while the mailbox refilled;
-//! 5. pick: RT first, then EEVDF, the running task included;
+//! 5. pick: RT first, then EEVDF, the running task included; under core
+//!    scheduling the pick is core-wide (`coresched`);
 //! 6. nothing to run: ask for a steal (newly idle balance), set the doorbell
 //!    asleep, look at the mailbox once more (see `doorbell`), and idle at the
 //!    depth the host named.
@@ -29,14 +30,15 @@ use alloc::vec::Vec;
 
 use schedlab_topology::{CpuId, CpuSet, Level};
 
+use crate::coresched::{CorePick, CoreState, RqView, View};
 use crate::doorbell::IdleDepth;
 use crate::effects::{Counters, Effects, Kick, PlaceReason, Switch, Trace, WakeCause};
 use crate::fair::{calc_delta_fair, pick_eevdf, place_entity, Avg, Entity, FairConfig, Pick};
 use crate::park::{Delivery, TaskState};
 use crate::policy::{nearest_in_mask, spawn_target, AnyPolicy, Decision, WakeCx, WakePolicy};
-use crate::shared::{Msg, RunSnap, Shared, Snap, SpawnError};
+use crate::shared::{Msg, Shared, SpawnError};
 use crate::streak::WakerStreak;
-use crate::task::{Band, Task, TaskId, TaskSpec};
+use crate::task::{pick_task, Band, Pickable, Task, TaskId, TaskSpec};
 
 /// Where a task sits on its owner, for hosts and invariant checks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -46,6 +48,16 @@ pub enum Holding {
     Parked,
     /// Runnable but stopped.
     Held,
+}
+
+/// What a pick chose.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Next {
+    /// The running task, again (a re-pick).
+    Again,
+    /// This waiting task.
+    Take(TaskId),
+    Idle,
 }
 
 /// One CPU's scheduler state.
@@ -69,8 +81,11 @@ pub struct CpuSched {
     steal_pending: bool,
     last_balance: u64,
     fair_cfg: FairConfig,
-    /// The core selection this CPU last took part in (`core_sched_seq`).
-    core_seen: u64,
+    /// The core-wide selection this CPU last ran (`rq->core_sched_seq`).
+    sched_seq: u64,
+    /// Its runnable set changed since it last told its core (Linux bumps
+    /// `core_task_seq` in `sched_core_enqueue/dequeue()`).
+    core_dirty: bool,
     core_sched: bool,
     counters: Counters,
 }
@@ -98,7 +113,8 @@ impl CpuSched {
                 steal_pending: false,
                 last_balance: 0,
                 fair_cfg: sh.config().fair,
-                core_seen: 0,
+                sched_seq: 0,
+                core_dirty: false,
                 core_sched: sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
                 counters: Counters::default(),
             })
@@ -351,6 +367,7 @@ impl CpuSched {
     /// Charges the running task and records its lag as it leaves the CPU.
     fn dequeue_running(&mut self, task: &mut Task, now: u64) {
         task.last_ran = now;
+        self.core_dirty = true;
         if task.is_rt() {
             return;
         }
@@ -476,24 +493,32 @@ impl CpuSched {
     /// per `update_curr()`, and balance periodically.
     pub fn tick(&mut self, sh: &Shared, now: u64) -> Effects {
         let mut fx = Effects::default();
-        let alone = self.fair.is_empty() && self.rt.is_empty();
-        if let Some(t) = self.current.as_mut() {
-            if !t.is_rt() {
-                t.fair.update_curr(now);
-                let renewed = t.fair.update_deadline();
-                if !alone && (renewed || !t.fair.protected()) {
-                    let id = t.id;
-                    self.resched(id, &mut fx);
-                }
-            }
-        }
+        let others = !self.fair.is_empty();
+        let asks = self
+            .current
+            .as_mut()
+            .filter(|t| !t.is_rt())
+            .is_some_and(|t| t.fair.update_curr_asks(now, others));
         let b = sh.config().balance;
         if b.periodic && now.saturating_sub(self.last_balance) >= b.interval_ns {
             self.last_balance = now;
             self.push_balance(sh, now, &mut fx);
         }
+        // `task_tick_core()`: alone beside a forced-idle sibling, give way
+        // once half the slice is used (MIN_NR_TASKS_DURING_FORCEIDLE = 2).
+        let forceidle = self.publish_core(sh) > 0;
+        let give_way = forceidle
+            && !cfg!(feature = "mutant-no-forceidle-turn")
+            && !others
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|t| !t.is_rt() && t.fair.slice_used(2));
+        if asks || give_way {
+            let id = self.current().expect("a running task asked");
+            self.resched(id, &mut fx);
+        }
         fx.resched = self.need_resched;
-        self.publish_core(sh);
         fx
     }
 
@@ -528,7 +553,11 @@ impl CpuSched {
                 fx.switch = Some(Switch::Run(next));
                 break;
             }
-            if sh.config().balance.newidle {
+            if self.queued() > 0 {
+                // Forced idle: the core runs another cookie than the work
+                // waiting here (`queue_core_balance()`).
+                self.steal_cookie(sh, &mut fx);
+            } else if sh.config().balance.newidle {
                 self.try_steal(sh, &mut fx);
             }
             sh.doorbell(self.id).sleep(idle);
@@ -542,7 +571,6 @@ impl CpuSched {
         fx.resched = false;
         fx.timer = self.next_deadline();
         self.publish(sh);
-        self.publish_core(sh);
         fx
     }
 
@@ -550,7 +578,7 @@ impl CpuSched {
         match msg {
             Msg::Wake { task, cause } => self.handle_wake(sh, task, cause, now, fx),
             Msg::Adopt { task, reason, from } => self.adopt(sh, task, reason, from, now, fx),
-            Msg::StealRequest { thief } => self.give_to(sh, thief, now, fx),
+            Msg::StealRequest { thief, cookie } => self.give_to(sh, thief, cookie, now, fx),
             Msg::Kill { task } => {
                 if !self.owns(task) {
                     return self.forward(sh, Msg::Kill { task }, fx);
@@ -573,12 +601,7 @@ impl CpuSched {
                 if !self.owns(task) {
                     return self.forward(sh, Msg::Stop { task }, fx);
                 }
-                if let Some(i) = self.fair.iter().position(|t| t.id == task) {
-                    let mut t = self.fair.remove(i);
-                    t.stopped = true;
-                    self.held.insert(task, t);
-                } else if let Some(i) = self.rt.iter().position(|t| t.id == task) {
-                    let mut t = self.rt.remove(i);
+                if let Some(mut t) = self.take_queued(task, now) {
                     t.stopped = true;
                     self.held.insert(task, t);
                 } else if self.current() == Some(task) {
@@ -805,6 +828,7 @@ impl CpuSched {
             return;
         }
         let id = task.id;
+        self.core_dirty = true;
         if task.is_rt() {
             self.seq += 1;
             task.seq = self.seq;
@@ -899,74 +923,103 @@ impl CpuSched {
                 cur.fair.update_curr(now);
             }
         }
-        let runnable = self
-            .current
-            .as_ref()
-            .is_some_and(|c| !c.stopped && c.mask.contains(self.id));
+        let runnable = self.running().is_some();
         if runnable && !resched {
             return self.current();
         }
-        // Core scheduling: the core-wide selection names the cookie this
-        // CPU may run now; everything else waits (forced idle if nothing).
-        let (cookie, installed) = if self.core_sched {
-            let (c, installed) = self.core_select(sh, now, fx);
-            (Some(c), installed)
+        let next = if self.core_sched {
+            self.core_pick(sh, now, fx)
         } else {
-            (None, false)
-        };
-        let ok = |t: &Task| cookie.is_none_or(|c| t.cookie == c);
-        let cur_ok = runnable && self.current.as_ref().is_some_and(&ok);
-        let cfg = self.fair_cfg;
-        // RT first.
-        let rt_at = self.rt.iter().position(&ok);
-        let rt_wins = match (&self.current, rt_at) {
-            (_, None) => false,
-            (Some(c), Some(i)) if cur_ok && c.is_rt() => self.rt[i].rt_prio() > c.rt_prio(),
-            _ => true,
-        };
-        let next = if rt_wins {
-            Some(self.rt.remove(rt_at.expect("checked")))
-        } else if cur_ok && self.current.as_ref().is_some_and(|c| c.is_rt()) {
-            return self.current();
-        } else {
-            let cur_fair = self.current.as_ref().filter(|_| cur_ok).map(|c| &c.fair);
-            let allowed: Vec<usize> = if cookie.is_some() {
-                (0..self.fair.len())
-                    .filter(|&i| ok(&self.fair[i]))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let pick = if cookie.is_some() {
-                match pick_eevdf(
-                    allowed.iter().map(|&i| &self.fair[i].fair),
-                    cur_fair,
-                    &cfg,
-                    self.zero_v,
-                ) {
-                    Pick::Queued(j) => Pick::Queued(allowed[j]),
-                    other => other,
-                }
-            } else {
-                pick_eevdf(
-                    self.fair.iter().map(|t| &t.fair),
-                    cur_fair,
-                    &cfg,
-                    self.zero_v,
-                )
-            };
-            match pick {
-                Pick::Current => {
-                    // A re-pick: Linux keeps vprot; the seed-004 fix renews it.
-                    if cfg.protect_on_repick && !cfg!(feature = "mutant-no-repick-renewal") {
-                        let min = self.min_slice();
-                        self.current.as_mut().expect("picked").fair.set_protect(min);
-                    }
-                    return self.current();
-                }
-                Pick::Queued(i) => Some(self.fair.remove(i)),
-                Pick::Nothing => None,
+            let cfg = self.fair_cfg;
+            let p = pick_task(
+                self.running(),
+                self.fair.iter(),
+                self.rt.first(),
+                &cfg,
+                self.zero_v,
+            );
+            match p {
+                Some(t) if Some(t.id) == self.current() => Next::Again,
+                Some(t) => Next::Take(t.id),
+                None => Next::Idle,
             }
+        };
+        self.run_pick(sh, next, now, fx)
+    }
+
+    /// The running task, when it may go on running here (not stopped, in
+    /// its mask).
+    fn running(&self) -> Option<&Task> {
+        self.current
+            .as_ref()
+            .filter(|c| !c.stopped && c.mask.contains(self.id))
+    }
+
+    /// The core-wide pick (the protocol is in `coresched`): the pick a
+    /// sibling's selection left here, else the local pick when no cookie
+    /// is in play, else a selection; siblings it reschedules are kicked.
+    fn core_pick(&mut self, sh: &Shared, now: u64, fx: &mut Effects) -> Next {
+        let cfg = self.fair_cfg;
+        let (pick, resched) = {
+            let mut core = sh.core(self.id).lock();
+            self.publish_view(&mut core);
+            let mut pick = core
+                .take_pick(self.id, &mut self.sched_seq)
+                .filter(|p| self.can_run(*p));
+            if pick.is_none() && !core.need_sync() {
+                pick = core.local_pick(self.id, &cfg);
+            }
+            match pick {
+                Some(p) => (p, Vec::new()),
+                None => {
+                    let s = core.select(self.id, now, &cfg, &mut self.sched_seq);
+                    (s.mine, s.resched)
+                }
+            }
+        };
+        for cpu in resched {
+            let k = sh.resched_remote(cpu);
+            self.kick(k, fx);
+        }
+        match pick {
+            CorePick::Task(id) if self.running().is_some_and(|c| c.id == id) => Next::Again,
+            CorePick::Task(id) => Next::Take(id),
+            CorePick::Idle => Next::Idle,
+        }
+    }
+
+    /// Whether a pick a sibling's selection left here can still be run.
+    fn can_run(&self, p: CorePick) -> bool {
+        match p {
+            CorePick::Task(id) => {
+                self.running().is_some_and(|c| c.id == id)
+                    || self.fair.iter().chain(self.rt.iter()).any(|t| t.id == id)
+            }
+            CorePick::Idle => true,
+        }
+    }
+
+    /// Runs what the pick chose (`put_prev_set_next_task()`): the running
+    /// task again, another task, or nothing.
+    fn run_pick(&mut self, sh: &Shared, next: Next, now: u64, fx: &mut Effects) -> Option<TaskId> {
+        let next = match next {
+            Next::Again => {
+                // A re-pick: Linux renews nothing, so an expired vprot stays
+                // expired; the seed-004 fix renews it.
+                let renew =
+                    self.fair_cfg.protect_on_repick && !cfg!(feature = "mutant-no-repick-renewal");
+                if renew && self.current.as_ref().is_some_and(|c| !c.is_rt()) {
+                    let min = self.min_slice();
+                    self.current
+                        .as_mut()
+                        .expect("checked")
+                        .fair
+                        .set_protect(min);
+                }
+                return self.current();
+            }
+            Next::Take(id) => Some(self.take_waiting(id)),
+            Next::Idle => None,
         };
         // Switching: the previous task goes back (or away).
         if let Some(mut prev) = self.current.take() {
@@ -974,8 +1027,10 @@ impl CpuSched {
             let park = &sh.slot(prev.id).park;
             park.set(TaskState::Running, TaskState::Queued);
             if prev.stopped {
+                self.core_dirty = true;
                 self.held.insert(prev.id, prev);
             } else if !prev.mask.contains(self.id) {
+                self.core_dirty = true;
                 self.dequeue_lag(&mut prev);
                 self.relocate(sh, prev, TaskState::Queued, now, fx);
             } else {
@@ -987,13 +1042,11 @@ impl CpuSched {
             .park
             .set(TaskState::Queued, TaskState::Running);
         next.fair.exec_start = now;
-        // A fresh pick arms protection: `set_next_entity(.., first = true)`
-        // calls `set_protect_slice()`. Installing a sibling's selection
-        // goes through `set_next_task(rq, next)`, which passes first =
-        // false: the entity keeps the vprot of its last run, expired. The
-        // seed-004 fix renews protection only on a re-pick (above), not
-        // here, so an installed task asks until it is re-picked.
-        if !next.is_rt() && !installed {
+        next.fair.prev_sum_exec = next.fair.sum_exec;
+        // A fresh pick arms protection (`set_next_entity(.., first = true)`
+        // calls `set_protect_slice()`), a sibling's selection included: its
+        // install ends in `put_prev_set_next_task()` too.
+        if !next.is_rt() {
             let min = self
                 .fair_entities()
                 .map(|e| e.slice)
@@ -1007,112 +1060,50 @@ impl CpuSched {
         Some(id)
     }
 
-    /// The core-wide pick (Linux's `pick_next_task()` under SCHED_CORE).
-    ///
-    /// 1. If a sibling's selection is newer than the last one this CPU took
-    ///    part in, use its cookie: no new selection (`core_pick_seq !=
-    ///    core_sched_seq`), so a sibling answering an IPI does not select
-    ///    again.
-    /// 2. Else select: run each sibling's `update_curr()` on what it
-    ///    published (its running entity's vruntime at `now`); one whose
-    ///    deadline passed or whose protection ended while others wait gets
-    ///    a reschedule, as `update_curr()` would ask (commit 0b9ca2dcabc3).
-    /// 3. Take the highest-priority candidate of the core (this CPU's on a
-    ///    tie), record its cookie, and reschedule every sibling whose
-    ///    running task has another cookie, or that idles with work queued.
-    ///
-    /// A remote reschedule sets the sibling's flag and sends an IPI only if
-    /// the flag was clear (`__resched_curr()`).
-    /// Returns the cookie and whether it was a sibling's selection,
-    /// installed here (`true`) rather than made here.
-    fn core_select(&mut self, sh: &Shared, now: u64, fx: &mut Effects) -> (u64, bool) {
-        let mut kicks = Vec::new();
-        let cookie = {
-            let mut core = sh.core(self.id).lock();
-            if core.seq != self.core_seen {
-                self.core_seen = core.seq;
-                return (core.cookie, true);
-            }
-            for &(cpu, snap) in core.snaps.iter().filter(|(c, _)| *c != self.id) {
-                if let Some(r) = snap.running.filter(|r| !r.rt && snap.queued > 0) {
-                    let v =
-                        r.vruntime + calc_delta_fair(now.saturating_sub(r.exec_start), r.weight);
-                    if v >= r.deadline || r.vprot <= v {
-                        kicks.push(sh.resched_remote(cpu));
-                    }
-                }
-            }
-            let mut best = self.best_candidate();
-            for (_, snap) in core.snaps.iter().filter(|(c, _)| *c != self.id) {
-                if let Some(b) = snap.best {
-                    if best.is_none_or(|m| b.0 > m.0) {
-                        best = Some(b);
-                    }
-                }
-            }
-            let cookie = best.map_or(0, |b| b.1);
-            core.cookie = cookie;
-            core.seq += 1;
-            self.core_seen = core.seq;
-            for &(cpu, snap) in core.snaps.iter().filter(|(c, _)| *c != self.id) {
-                let mismatch = snap.running.is_some_and(|r| r.cookie != cookie);
-                let idle_with_work = snap.running.is_none() && snap.best.is_some();
-                if mismatch || idle_with_work {
-                    kicks.push(sh.resched_remote(cpu));
-                }
-            }
-            cookie
-        };
-        for k in kicks {
-            self.kick(k, fx);
+    /// Removes a waiting task to run it (no lag: it stays on this queue).
+    fn take_waiting(&mut self, id: TaskId) -> Task {
+        if let Some(i) = self.fair.iter().position(|t| t.id == id) {
+            return self.fair.remove(i);
         }
-        (cookie, false)
-    }
-
-    /// The pick this CPU would make ignoring cookies, as (priority key,
-    /// cookie): RT above fair, higher RT priority first.
-    fn best_candidate(&self) -> Option<(u16, u64)> {
-        let key = |t: &Task| if t.is_rt() { 1 + t.rt_prio() as u16 } else { 0 };
-        let cur = self
-            .current
-            .as_ref()
-            .filter(|c| !c.stopped)
-            .map(|c| (key(c), c.cookie));
-        let rt = self.rt.first().map(|t| (key(t), t.cookie));
-        let fair = self
-            .fair
+        let i = self
+            .rt
             .iter()
-            .min_by_key(|t| t.fair.deadline)
-            .map(|t| (0, t.cookie));
-        [cur, rt, fair]
-            .into_iter()
-            .flatten()
-            .max_by_key(|(k, _)| *k)
+            .position(|t| t.id == id)
+            .expect("the pick names a task waiting here");
+        self.rt.remove(i)
     }
 
-    /// Publishes this CPU to its siblings (core scheduling only).
-    fn publish_core(&self, sh: &Shared) {
+    /// Publishes this CPU's run queue to its core (core scheduling only),
+    /// telling it first when the runnable set changed; returns how many
+    /// siblings the core's last selection forced idle.
+    fn publish_core(&mut self, sh: &Shared) -> u32 {
         if !self.core_sched {
-            return;
+            return 0;
         }
-        let running = self.current.as_ref().map(|c| RunSnap {
-            cookie: c.cookie,
-            rt: c.is_rt(),
-            vruntime: c.fair.vruntime,
-            exec_start: c.fair.exec_start,
-            weight: c.fair.weight,
-            deadline: c.fair.deadline,
-            vprot: c.fair.vprot,
-        });
-        let snap = Snap {
-            running,
-            best: self.best_candidate(),
-            queued: self.fair.len() as u32,
-        };
         let mut core = sh.core(self.id).lock();
-        if let Some(e) = core.snaps.iter_mut().find(|(c, _)| *c == self.id) {
-            e.1 = snap;
+        self.publish_view(&mut core);
+        core.forceidle
+    }
+
+    fn publish_view(&mut self, core: &mut CoreState) {
+        if core::mem::take(&mut self.core_dirty) {
+            core.task_seq += 1;
         }
+        let view = |t: &Task| View {
+            id: t.id,
+            cookie: t.cookie,
+            class: t.class(),
+            fair: t.fair,
+        };
+        let running = self.running().map(view);
+        let curr = self.current();
+        let v: &mut RqView = &mut core.sib(self.id).view;
+        v.curr = curr;
+        v.running = running;
+        v.zero_v = self.zero_v;
+        v.waiting.clear();
+        v.waiting
+            .extend(self.fair.iter().chain(self.rt.iter()).map(view));
     }
 
     /// The cookie of the task this CPU runs, for invariant checks.
@@ -1131,6 +1122,7 @@ impl CpuSched {
 
     /// Removes a queued task, recording its lag (it is leaving this queue).
     fn take_queued(&mut self, task: TaskId, _now: u64) -> Option<Task> {
+        self.core_dirty = true;
         if let Some(i) = self.fair.iter().position(|t| t.id == task) {
             let mut t = self.fair.remove(i);
             self.dequeue_lag(&mut t);
@@ -1195,20 +1187,88 @@ impl CpuSched {
             );
             if let Some((_, v)) = victim {
                 self.steal_pending = true;
-                let k = sh.post(Some(self.id), v, Msg::StealRequest { thief: self.id });
+                let msg = Msg::StealRequest {
+                    thief: self.id,
+                    cookie: None,
+                };
+                let k = sh.post(Some(self.id), v, msg);
                 self.kick(k, fx);
                 return;
             }
         }
     }
 
+    /// Forced idle (`sched_core_balance()` → `try_steal_cookie()`): ask
+    /// for a waiting task of the core's cookie, from a sibling that has one
+    /// (its published queue says so), else from the busiest CPU with work
+    /// waiting, own LLC first, then node, then machine. Linux asks every
+    /// CPU of each domain in turn; one request at a time is this model's.
+    fn steal_cookie(&mut self, sh: &Shared, fx: &mut Effects) {
+        if self.steal_pending || cfg!(feature = "mutant-no-cookie-steal") {
+            return;
+        }
+        let victim = {
+            let core = sh.core(self.id).lock();
+            if core.cookie == 0 || core.forceidle == 0 {
+                return;
+            }
+            let c = core.cookie;
+            let sib = core
+                .sibs
+                .iter()
+                .find(|s| s.cpu != self.id && s.view.waiting.iter().any(|v| v.cookie == c))
+                .map(|s| s.cpu);
+            sib.map(|v| (v, c)).or_else(|| {
+                let topo = sh.topology();
+                let mut seen = *topo.core_cpus(self.id);
+                [Level::Llc, Level::Node, Level::Machine]
+                    .into_iter()
+                    .find_map(|level| {
+                        let scope = topo.span(self.id, level) - seen;
+                        seen = seen | scope;
+                        scope
+                            .iter_from(self.id)
+                            .filter(|&o| sh.load(o) >= 2)
+                            .max_by_key(|&o| sh.load(o))
+                    })
+                    .map(|v| (v, c))
+            })
+        };
+        if let Some((v, cookie)) = victim {
+            self.steal_pending = true;
+            let msg = Msg::StealRequest {
+                thief: self.id,
+                cookie: Some(cookie),
+            };
+            let k = sh.post(Some(self.id), v, msg);
+            self.kick(k, fx);
+        }
+    }
+
     /// A thief asked: give it the queued fair task that would run last here,
-    /// if its mask allows and it is not cache-hot.
-    fn give_to(&mut self, sh: &Shared, thief: CpuId, now: u64, fx: &mut Effects) {
-        if !sh.doorbell(thief).asleep() && sh.load(thief) > 0 {
+    /// if its mask allows and it is not cache-hot; a forced-idle thief, a
+    /// waiting task of its cookie, hot or not (`try_steal_cookie()`).
+    fn give_to(
+        &mut self,
+        sh: &Shared,
+        thief: CpuId,
+        cookie: Option<u64>,
+        now: u64,
+        fx: &mut Effects,
+    ) {
+        if !sh.doorbell(thief).asleep() && sh.load(thief) > 0 && cookie.is_none() {
             return; // it found work meanwhile
         }
-        if let Some(t) = self.pick_migratable(sh, thief, now) {
+        let id = match cookie {
+            Some(c) => self
+                .fair
+                .iter()
+                .chain(self.rt.iter())
+                .find(|t| t.cookie == c && !t.killed && t.mask.contains(thief))
+                .map(|t| t.id),
+            None => self.migratable(sh, now, Some(thief)).map(|t| t.id),
+        };
+        if let Some(t) = id.and_then(|id| self.take_queued(id, now)) {
             self.send(sh, t, thief, PlaceReason::Steal, TaskState::Queued, fx);
             self.publish(sh);
         }
@@ -1231,11 +1291,6 @@ impl CpuSched {
                 return;
             }
         }
-    }
-
-    fn pick_migratable(&mut self, sh: &Shared, to: CpuId, now: u64) -> Option<Task> {
-        let id = self.migratable(sh, now, Some(to))?.id;
-        self.take_queued(id, now)
     }
 
     /// The queued fair task a balance pass may take: not killed, not
@@ -1277,10 +1332,13 @@ impl CpuSched {
         }
     }
 
-    fn publish(&self, sh: &Shared) {
+    /// Publishes this CPU's load for balancing and, under core scheduling,
+    /// its run queue to its core.
+    fn publish(&mut self, sh: &Shared) {
         sh.set_load(
             self.id,
             self.current.is_some() as u32 + self.queued() as u32,
         );
+        self.publish_core(sh);
     }
 }

@@ -29,9 +29,12 @@
 //! * `update_curr()` asks for a reschedule when the deadline was renewed or
 //!   protection has ended, unless the entity is alone (commit 0b9ca2dcabc3,
 //!   "sched/fair: Always trigger resched at the end of a protected period").
-//! * Re-pick: Linux arms protection only on a fresh pick, so a re-picked
-//!   entity keeps an expired `vprot` and every later `update_curr()` asks
-//!   again (the seed-004 storm). [`FairConfig::protect_on_repick`] renews it
+//! * Re-pick: Linux arms protection only on a fresh pick
+//!   (`put_prev_set_next_task()` returns early when the pick is the running
+//!   task; otherwise `set_next_task(.., first = true)`, a core-scheduling
+//!   sibling's selection included), so a re-picked entity keeps an expired
+//!   `vprot` and every later `update_curr()` asks again (the seed-004
+//!   storm, see `coresched`). [`FairConfig::protect_on_repick`] renews it
 //!   (the seed-004 fix) and is on by default.
 //!
 //! Not modelled: `PREEMPT_SHORT`, `DELAY_DEQUEUE`, buddies, cgroups and
@@ -104,6 +107,8 @@ pub struct Entity {
     pub exec_start: u64,
     /// Wall ns run in all.
     pub sum_exec: u64,
+    /// `sum_exec` when it was last picked (`prev_sum_exec_runtime`).
+    pub prev_sum_exec: u64,
 }
 
 impl Entity {
@@ -117,6 +122,7 @@ impl Entity {
             vprot: 0,
             exec_start: 0,
             sum_exec: 0,
+            prev_sum_exec: 0,
         }
     }
 
@@ -129,15 +135,30 @@ impl Entity {
         self.vprot > self.vruntime
     }
 
-    /// Charges the time since `exec_start`; returns the wall delta.
-    pub fn update_curr(&mut self, now: u64) -> u64 {
+    /// `update_curr()`: charges the time since `exec_start` and renews a
+    /// reached deadline (`update_deadline()`), as Linux does on every path
+    /// that calls it (tick, pick, enqueue, dequeue). `None` when no time
+    /// passed (Linux returns early then); else whether the deadline was
+    /// renewed.
+    pub fn update_curr(&mut self, now: u64) -> Option<bool> {
         let delta = now.saturating_sub(self.exec_start);
         self.exec_start = now;
-        if delta > 0 {
-            self.sum_exec += delta;
-            self.vruntime += calc_delta_fair(delta, self.weight);
+        if delta == 0 {
+            return None;
         }
-        delta
+        self.sum_exec += delta;
+        self.vruntime += calc_delta_fair(delta, self.weight);
+        Some(self.update_deadline())
+    }
+
+    /// [`Entity::update_curr`] and the reschedule it asks for: time passed,
+    /// another fair entity waits (`nr_queued > 1`), and the deadline was
+    /// renewed or the protection has ended (commit 0b9ca2dcabc3,
+    /// "sched/fair: Always trigger resched at the end of a protected
+    /// period").
+    pub fn update_curr_asks(&mut self, now: u64, others_wait: bool) -> bool {
+        self.update_curr(now)
+            .is_some_and(|renewed| others_wait && (renewed || !self.protected()))
     }
 
     /// `update_deadline()`: renews the deadline once reached; `true` asks for
@@ -159,6 +180,12 @@ impl Entity {
             self.deadline
                 .min(self.vruntime + calc_delta_fair(s, self.weight))
         };
+    }
+
+    /// `__entity_slice_used()`: run since its pick, times `tasks`, beyond
+    /// its slice.
+    pub fn slice_used(&self, tasks: u64) -> bool {
+        (self.sum_exec - self.prev_sum_exec) * tasks > self.slice
     }
 
     /// `update_entity_lag()` against the average `v_avg`.

@@ -24,7 +24,8 @@
 //!
 //! Modules: [`park`] and [`doorbell`] (the protocols), [`streak`] (the
 //! waker-streak state), [`policy`] (placement), [`fair`] (EEVDF), [`cpu`]
-//! (the entry points and the pass), [`shared`], [`config`], [`effects`].
+//! (the entry points and the pass), `coresched` (the core-wide pick of core
+//! scheduling), [`shared`], [`config`], [`effects`].
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -35,6 +36,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod config;
+pub(crate) mod coresched;
 pub mod cpu;
 pub mod doorbell;
 pub mod effects;

@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 use schedlab_topology::{CpuId, CpuSet, Topology};
 
 use crate::config::Config;
+use crate::coresched::CoreState;
 use crate::doorbell::Doorbell;
 use crate::effects::{Kick, KickWhy, PlaceReason, WakeCause};
 use crate::park::{Delivery, ParkWord, TaskState, Word};
@@ -42,9 +43,11 @@ pub(crate) enum Msg {
         task: TaskId,
         mask: CpuSet,
     },
-    /// A newly idle CPU asks for a queued task.
+    /// A newly idle CPU asks for a queued task; a CPU forced idle by core
+    /// scheduling asks for one of the core's cookie.
     StealRequest {
         thief: CpuId,
+        cookie: Option<u64>,
     },
     /// Control only (`mutant-flags-counted`): a flagged wake's cause.
     #[cfg(feature = "mutant-flags-counted")]
@@ -81,42 +84,6 @@ pub(crate) struct Remote {
     /// TIF_NEED_RESCHED: set by whoever asks this CPU to reschedule, cleared
     /// by its pass. A remote ask sends an IPI only when it sets the flag.
     pub(crate) resched: AtomicBool,
-}
-
-/// What a CPU publishes of itself to its SMT siblings for the core-wide
-/// pick (core scheduling). Written under the core's lock.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Snap {
-    /// Its running task: cookie, and for a fair one the numbers its
-    /// `update_curr()` needs.
-    pub(crate) running: Option<RunSnap>,
-    /// The pick it would make ignoring cookies: (priority key, cookie).
-    pub(crate) best: Option<(u16, u64)>,
-    /// Fair tasks waiting behind the running one.
-    pub(crate) queued: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct RunSnap {
-    pub(crate) cookie: u64,
-    pub(crate) rt: bool,
-    pub(crate) vruntime: i64,
-    pub(crate) exec_start: u64,
-    pub(crate) weight: u32,
-    pub(crate) deadline: i64,
-    pub(crate) vprot: i64,
-}
-
-/// The one state SMT siblings share: the core-wide selection and what
-/// each sibling published. Small, behind one lock (DESIGN.md section 7).
-#[derive(Debug, Default)]
-pub(crate) struct CoreState {
-    /// Bumped at each core-wide selection (Linux's `core_pick_seq`).
-    pub(crate) seq: u64,
-    /// The cookie the last selection chose.
-    pub(crate) cookie: u64,
-    /// Per sibling, in the core's CPU order.
-    pub(crate) snaps: Vec<(CpuId, Snap)>,
 }
 
 /// A task's shared slot.
@@ -174,12 +141,7 @@ impl Shared {
         let cores = topo
             .cores()
             .iter()
-            .map(|c| {
-                Mutex::new(CoreState {
-                    snaps: c.iter().map(|cpu| (cpu, Snap::default())).collect(),
-                    ..CoreState::default()
-                })
-            })
+            .map(|c| Mutex::new(CoreState::new(c.iter())))
             .collect();
         let tasks = (0..max_tasks)
             .map(|_| TaskSlot {
@@ -261,18 +223,24 @@ impl Shared {
     }
 
     /// `__resched_curr()` for another CPU: set its flag, and send a
-    /// reschedule IPI only if the flag was clear.
+    /// reschedule IPI only if the flag was clear. A CPU that sleeps is
+    /// woken through its doorbell instead (its idle exit is the cost), and
+    /// not at all when a kick is on its way already.
     pub(crate) fn resched_remote(&self, cpu: CpuId) -> Option<Kick> {
+        let remote = &self.cpus[cpu.index()];
         if cfg!(feature = "mutant-resched-always-ipi") {
-            self.cpus[cpu.index()]
-                .resched
-                .store(true, Ordering::Release);
-        } else if self.cpus[cpu.index()].resched.swap(true, Ordering::AcqRel) {
+            remote.resched.store(true, Ordering::Release);
+        } else if remote.resched.swap(true, Ordering::AcqRel) {
             return None;
         }
+        let kind = if remote.doorbell.asleep() {
+            remote.doorbell.ring()?
+        } else {
+            crate::doorbell::KickKind::Ipi
+        };
         Some(Kick {
             cpu,
-            kind: crate::doorbell::KickKind::Ipi,
+            kind,
             why: KickWhy::Resched,
         })
     }
@@ -352,6 +320,7 @@ impl Shared {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::doorbell::KickKind;
     use schedlab_topology::preset;
 
     #[test]
@@ -359,9 +328,12 @@ mod tests {
         let topo = preset("smt-2x2").unwrap();
         let sh = Shared::new(topo.clone(), Config::for_topology(&topo), 4);
         let cpu = CpuId::new(1);
-        assert!(
-            sh.resched_remote(cpu).is_some(),
-            "the first ask sends an IPI"
+        sh.doorbell(cpu).answer(); // awake
+        let k = sh.resched_remote(cpu);
+        assert_eq!(
+            k.map(|k| k.kind),
+            Some(KickKind::Ipi),
+            "the first ask to an awake CPU sends an IPI"
         );
         assert!(
             sh.resched_remote(cpu).is_none(),
@@ -371,6 +343,25 @@ mod tests {
         assert!(
             sh.resched_remote(cpu).is_some(),
             "after the pass, a new ask sends one again"
+        );
+    }
+
+    #[test]
+    fn a_reschedule_of_a_sleeping_cpu_wakes_it_through_its_doorbell() {
+        let topo = preset("smt-2x2").unwrap();
+        let sh = Shared::new(topo.clone(), Config::for_topology(&topo), 4);
+        let cpu = CpuId::new(1);
+        sh.doorbell(cpu).sleep(1);
+        let k = sh.resched_remote(cpu);
+        assert_eq!(
+            k.map(|k| k.kind),
+            Some(KickKind::WakeFromIdle { depth: 1 }),
+            "a sleeping CPU is woken from its idle state"
+        );
+        assert!(sh.take_resched(cpu));
+        assert!(
+            sh.resched_remote(cpu).is_none(),
+            "a kick is already on its way (the doorbell is rung): no second one"
         );
     }
 }

@@ -2,7 +2,7 @@
 
 use schedlab_topology::CpuSet;
 
-use crate::fair::Entity;
+use crate::fair::{pick_eevdf, Entity, FairConfig, Pick};
 use crate::streak::WakerStreak;
 
 /// A task's id: its slot in the shared task table. Ids are not reused.
@@ -116,5 +116,59 @@ impl Task {
             Band::Rt { prio } => prio,
             Band::Fair { .. } => 0,
         }
+    }
+}
+
+/// What the band pick reads of a task: a [`Task`] on its owner, or the copy
+/// of one that a CPU publishes for the core-wide pick.
+pub(crate) trait Pickable {
+    /// The band as a priority: 0 fair, `1 + prio` RT.
+    fn class(&self) -> u16;
+    fn entity(&self) -> &Entity;
+}
+
+impl Pickable for Task {
+    fn class(&self) -> u16 {
+        if self.is_rt() {
+            1 + self.rt_prio() as u16
+        } else {
+            0
+        }
+    }
+
+    fn entity(&self) -> &Entity {
+        &self.fair
+    }
+}
+
+/// `pick_task()` on one CPU: the running task (when it may go on), the
+/// fair tasks waiting and the first RT task waiting (highest priority,
+/// FIFO). RT first: a waiting RT task beats a fair running one, and a
+/// running RT task yields only to a higher priority; then EEVDF with the
+/// running task competing. `None`: nothing to run.
+pub(crate) fn pick_task<'a, T: Pickable>(
+    running: Option<&'a T>,
+    fair: impl Iterator<Item = &'a T> + Clone,
+    rt: Option<&'a T>,
+    cfg: &FairConfig,
+    zero_v: i64,
+) -> Option<&'a T> {
+    match (running, rt) {
+        (Some(r), Some(q)) if r.class() > 0 => {
+            return Some(if q.class() > r.class() { q } else { r })
+        }
+        (Some(r), None) if r.class() > 0 => return Some(r),
+        (_, Some(q)) => return Some(q),
+        _ => {}
+    }
+    match pick_eevdf(
+        fair.clone().map(Pickable::entity),
+        running.map(Pickable::entity),
+        cfg,
+        zero_v,
+    ) {
+        Pick::Current => running,
+        Pick::Queued(i) => fair.clone().nth(i),
+        Pick::Nothing => None,
     }
 }

@@ -85,8 +85,12 @@ pub struct CostModel {
     pub jitter: f64,
     /// Each CPU's tick has its own phase, drawn from the seed, instead of
     /// all CPUs ticking on the same boundary. Off on metal (Linux's default
-    /// `skew_tick=0` aligns the ticks); on in the `guest` preset, whose
-    /// vCPUs' timers run out of phase on the host.
+    /// `skew_tick=0` aligns the ticks). On in the `guest` preset: the guest
+    /// aligns its ticks in guest time too, but each vCPU's timer is an
+    /// emulated LAPIC timer the host fires and injects on its own, so
+    /// where each lands is a property of the run (an assumption, not a
+    /// measurement: with aligned ticks `cs_spinners` shows no storm, which
+    /// the seed's guest did).
     pub tick_skew: bool,
     /// An interrupt's entry and exit on the CPU that takes it.
     pub irq_ns: u64,
