@@ -179,8 +179,11 @@ pub fn run(a: &RunArgs) -> Result<(), Failure> {
             .map(|o| {
                 let f: serde_json::Map<String, Value> = figures(&s, o).into_iter().map(|(k, v)| (k, num(v))).collect();
                 let c: serde_json::Map<String, Value> = o.counters.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+                let per_cpu: Vec<Value> = o.cpu_counters.iter().map(|cc| {
+                    cc.named().filter(|(_, v)| *v > 0).map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
+                }).collect();
                 json!({"seed": o.seed, "trace_hash": format!("{:016x}", o.trace_hash), "events": o.events,
-                       "sim_ns": o.end_ns, "figures": f, "counters": c})
+                       "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu})
             })
             .collect();
         let v = json!({"scenario": s.name, "topology": s.spec.topology.name(), "policy": policy,

@@ -33,6 +33,11 @@ fn run_json_has_the_documented_shape() {
             assert!(r["counters"].get(c).is_some(), "counter {c} missing");
         }
         assert!(r["trace_hash"].as_str().unwrap().len() == 16);
+        assert_eq!(
+            r["per_cpu"].as_array().map(Vec::len),
+            Some(16),
+            "one counter set per CPU of amd-2x8"
+        );
     }
 }
 

@@ -218,6 +218,9 @@ pub struct Outcome {
     pub laps: BTreeMap<String, Vec<u64>>,
     pub counts: BTreeMap<String, u64>,
     pub counters: BTreeMap<String, u64>,
+    /// The scheduler's counters per CPU, in CPU order (IPIs are counted by
+    /// the CPU that sends them).
+    pub cpu_counters: Vec<schedlab_sched::Counters>,
     /// Per task name: (migrations, moves by reason, final CPU).
     pub tasks: BTreeMap<String, TaskOutcome>,
     pub busy_ns: Vec<u64>,
@@ -559,6 +562,7 @@ impl Sim {
         let mut c = schedlab_sched::Counters::default();
         for s in &self.sched {
             c.add(s.counters());
+            self.out.cpu_counters.push(*s.counters());
         }
         for (name, v) in c.named() {
             self.out.counters.insert(name.to_string(), v);
