@@ -27,6 +27,7 @@
 //! name = "client"
 //! cpu = 0                        # where it starts
 //! mask = "0-7"                   # cpulist; default every CPU
+//! start_in = "0-7"               # optional: start on one of these, drawn from the seed
 //! nice = 0                       # or rt = 10 (priority 1-99)
 //! working_set = 65536            # bytes re-read after a migration
 //! cookie = 1                     # core scheduling: siblings run one cookie at a time
@@ -46,6 +47,7 @@
 //! `{ random_sleep = { min, max } }`, `{ exp_sleep = { mean } }`, `{ io = NS }`,
 //! `{ spawn = { program } }`, `"join"`, `"exit"`, `"yield"`, `"leave"`,
 //! `{ loop = { n, body = [...] } }`, `{ lap = { metric } }`,
+//! `{ lap_start = { metric } }`,
 //! `{ count = { metric, n } }`.
 
 use std::collections::BTreeMap;
@@ -94,6 +96,8 @@ struct TaskFile {
     name: String,
     cpu: Spanned<usize>,
     mask: Option<Spanned<String>>,
+    /// A cpulist: start on one of these CPUs, drawn from the run's seed.
+    start_in: Option<Spanned<String>>,
     nice: Option<i8>,
     rt: Option<u8>,
     slice_ns: Option<u64>,
@@ -206,25 +210,34 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
                 format!("expected a CPU below {n}, found {cpu}"),
             ));
         }
+        let cpulist = |m: &Spanned<String>, what: &str| {
+            let set = parse_cpulist(m.get_ref()).map_err(|e| {
+                at(
+                    m.span().start + e.column,
+                    format!("expected {}, found {}", e.expected, e.found),
+                )
+            })?;
+            let set = set & CpuSet::first_n(n);
+            if set.is_empty() {
+                return Err(at(
+                    m.span().start,
+                    format!(
+                        "expected {what} naming some CPU of the {n}, found {:?}",
+                        m.get_ref()
+                    ),
+                ));
+            }
+            Ok(set)
+        };
+        let start_in = t
+            .start_in
+            .as_ref()
+            .map(|m| cpulist(m, "a start_in list"))
+            .transpose()?;
         let mask: Option<CpuSet> = match &t.mask {
             None => None,
             Some(m) => {
-                let set = parse_cpulist(m.get_ref()).map_err(|e| {
-                    at(
-                        m.span().start + e.column,
-                        format!("expected {}, found {}", e.expected, e.found),
-                    )
-                })?;
-                let set = set & CpuSet::first_n(n);
-                if set.is_empty() {
-                    return Err(at(
-                        m.span().start,
-                        format!(
-                            "expected a mask naming some CPU of the {n}, found {:?}",
-                            m.get_ref()
-                        ),
-                    ));
-                }
+                let set = cpulist(m, "a mask")?;
                 if !set.contains(schedlab_topology::CpuId::new(cpu)) {
                     return Err(at(
                         t.cpu.span().start,
@@ -260,6 +273,9 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
         b.task(&t.name, cpu, mask, ts, t.program.clone());
         if let Some(ws) = t.working_set {
             b.spec.tasks.last_mut().expect("just added").working_set = ws;
+        }
+        if let Some(set) = start_in {
+            b.start_in(set);
         }
     }
     for f in &spec.figure {

@@ -22,6 +22,7 @@ use schedlab_topology::{preset, CpuId, CpuSet, Topology};
 
 pub mod catalog;
 pub mod file;
+pub mod rows;
 
 pub use schedlab_sim as sim;
 
@@ -147,6 +148,7 @@ impl Builder {
                 pipe_capacity: 65_536,
                 check_invariants: cfg!(debug_assertions),
                 keep_log: false,
+                keep_events: false,
                 fixed_order: false,
             },
             figures: Vec::new(),
@@ -203,7 +205,17 @@ impl Builder {
             start_cpu: CpuId::new(cpu),
             program,
             working_set: 64 * 1024,
+            start_in: None,
         });
+        self
+    }
+
+    /// The last task added starts on a CPU of `cpus` drawn from the run's
+    /// seed (its mask is unchanged).
+    pub fn start_in(&mut self, cpus: CpuSet) -> &mut Self {
+        if let Some(t) = self.spec.tasks.last_mut() {
+            t.start_in = Some(cpus);
+        }
         self
     }
 

@@ -133,3 +133,21 @@ fn file_errors_name_line_and_column() {
     .unwrap_err();
     assert_eq!((e.line, e.column), (Some(2), Some(10)), "{e}");
 }
+
+#[test]
+fn a_waking_op_pays_its_syscall_before_its_wake() {
+    // A futex ping-pong round trip holds two futex_wake syscalls in series
+    // (each wake is posted when its syscall is done), plus two block paths.
+    let (s, o) = run(&format!(
+        "{HEAD}[[task]]\nname = \"ping\"\ncpu = 1\nmask = \"1\"\nprogram = [{{ loop = {{ n = 200, body = [{{ lap_start = {{ metric = \"rtt\" }} }}, {{ futex_wake = {{ futex = \"a\", n = 1 }} }}, {{ futex_wait = {{ futex = \"b\" }} }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]\n\
+         [[task]]\nname = \"pong\"\ncpu = 2\nmask = \"2\"\nprogram = [{{ loop = {{ n = 200, body = [{{ futex_wait = {{ futex = \"a\" }} }}, {{ futex_wake = {{ futex = \"b\", n = 1 }} }}] }} }}]\n"
+    ));
+    let floor = 2 * s.spec.cost.syscall_ns + 2 * s.spec.cost.block_ns;
+    let laps = &o.laps["rtt"];
+    assert_eq!(laps.len(), 200);
+    assert!(
+        laps.iter().all(|&l| l >= floor),
+        "every round trip must hold two wake syscalls and two block paths ({floor} ns); the fastest was {} ns",
+        laps.iter().min().unwrap()
+    );
+}

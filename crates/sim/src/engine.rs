@@ -35,12 +35,13 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use schedlab_sched::{
-    Config, CpuSched, Effects, KickKind, PlaceReason, Shared, Switch, TaskId, TaskSpec, TaskState,
-    Trace,
+    Config, CpuSched, Delivery, Effects, KickKind, PlaceReason, Shared, Switch, TaskId, TaskSpec,
+    TaskState, Trace,
 };
 use schedlab_topology::{CpuId, CpuSet, Level, Topology};
 
 use crate::cost::CostModel;
+use crate::events::{Event, EventKind, PrevState};
 use crate::program::{flatten, Instr, Op};
 
 /// A task the simulation starts with.
@@ -53,6 +54,10 @@ pub struct TaskDef {
     pub program: Vec<Op>,
     /// Bytes it re-reads after a migration.
     pub working_set: u64,
+    /// It starts on a CPU of this set drawn from the run's seed, not on
+    /// `start_cpu`: where earlier work left a benchmark's thread, a property
+    /// of the boot.
+    pub start_in: Option<CpuSet>,
 }
 
 /// Everything a simulation is built from.
@@ -75,6 +80,8 @@ pub struct SimSpec {
     pub check_invariants: bool,
     /// Keep every event as text, to find where two runs diverge.
     pub keep_log: bool,
+    /// Keep the event log ([`Event`]) the trace outputs are made from.
+    pub keep_events: bool,
     /// Ties among simultaneous events in insertion order, not by the RNG.
     pub fixed_order: bool,
 }
@@ -225,6 +232,10 @@ pub struct Outcome {
     pub tasks: BTreeMap<String, TaskOutcome>,
     pub busy_ns: Vec<u64>,
     pub log: Vec<String>,
+    /// The event log, when the spec asked for it.
+    pub event_log: Vec<Event>,
+    /// Every task's name by its id.
+    pub task_names: BTreeMap<u32, String>,
     pub topology: Option<Topology>,
 }
 
@@ -232,6 +243,10 @@ pub struct Outcome {
 pub struct TaskOutcome {
     pub migrations: u64,
     pub moves: BTreeMap<&'static str, u64>,
+    /// When each move happened, and why.
+    pub moved_at: Vec<(u64, &'static str)>,
+    /// When the task exited.
+    pub exited_at: Option<u64>,
     pub final_cpu: Option<CpuId>,
     pub cpu_ns: u64,
 }
@@ -272,6 +287,11 @@ pub struct Sim {
     pipe_capacity: u64,
     check: bool,
     keep_log: bool,
+    keep_events: bool,
+    /// What the event log last showed running on each CPU.
+    shown: Vec<Option<TaskId>>,
+    /// Each CPU's run-queue length as the event log last showed it.
+    runq: Vec<u32>,
     fixed_order: bool,
     hash: u64,
     events: u64,
@@ -400,6 +420,9 @@ impl Sim {
             pipe_capacity: spec.pipe_capacity,
             check: spec.check_invariants,
             keep_log: spec.keep_log,
+            keep_events: spec.keep_events,
+            shown: vec![None; n],
+            runq: vec![0; n],
             fixed_order: spec.fixed_order,
             hash: FNV_OFFSET,
             events: 0,
@@ -421,8 +444,18 @@ impl Sim {
             let fx = sim.sched[c].pass(&sim.sh, 0, sim.idle_depth);
             sim.apply(CpuId::new(c), fx);
         }
+        // Where `start_in` tasks begin: a fourth stream of the seed.
+        let mut boot = ChaCha8Rng::seed_from_u64(seed);
+        boot.set_stream(3);
         for def in &spec.tasks {
-            sim.start_task(def);
+            let mut def = def.clone();
+            if let Some(set) = def.start_in {
+                let cpus: Vec<CpuId> = set.iter().collect();
+                if !cpus.is_empty() {
+                    def.start_cpu = cpus[(boot.next_u64() % cpus.len() as u64) as usize];
+                }
+            }
+            sim.start_task(&def);
         }
         sim
     }
@@ -489,6 +522,7 @@ impl Sim {
             format!("{name}#{k}")
         };
         *self.names.get_mut(name.split('#').next().unwrap()).unwrap() += 1;
+        self.out.task_names.insert(id.0, name.clone());
         self.tasks.insert(
             id,
             SimTask {
@@ -699,6 +733,19 @@ impl Sim {
         if fx.resched {
             self.kick_at(cpu, self.now);
         }
+        if self.keep_events {
+            let s = &self.sched[cpu.index()];
+            let len = s.current().is_some() as u32 + s.queued() as u32;
+            if self.runq[cpu.index()] != len {
+                self.runq[cpu.index()] = len;
+                self.event_log(EventKind::RunQueue { cpu, len });
+            }
+        }
+    }
+
+    fn event_log(&mut self, kind: EventKind) {
+        let at = self.now;
+        self.out.event_log.push(Event { at, kind });
     }
 
     fn jittered(&mut self, ns: u64) -> u64 {
@@ -728,25 +775,78 @@ impl Sim {
         {
             if reason != PlaceReason::Home && from != to {
                 if let Some(st) = self.tasks.get(&task) {
-                    let name = st.name.clone();
-                    *self
-                        .out
-                        .tasks
-                        .entry(name)
-                        .or_default()
-                        .moves
-                        .entry(reason.name())
-                        .or_default() += 1;
+                    let o = self.out.tasks.entry(st.name.clone()).or_default();
+                    *o.moves.entry(reason.name()).or_default() += 1;
+                    o.moved_at.push((self.now, reason.name()));
                 }
             }
         }
         let bytes = encode(cpu, t);
         self.record(|| format!("{cpu:?} {t:?}"), &bytes);
+        if self.keep_events {
+            let kind = match *t {
+                Trace::Wake { task, delivery, .. } => {
+                    let (target, parked) = match delivery {
+                        Delivery::Post { owner } => (owner, true),
+                        Delivery::Flagged => (self.sh.task_word(task).owner, false),
+                        Delivery::Coalesced | Delivery::Dead => return,
+                    };
+                    EventKind::Waking {
+                        cpu,
+                        task,
+                        target,
+                        parked,
+                    }
+                }
+                Trace::Place {
+                    task,
+                    from,
+                    cpu: to,
+                    reason,
+                } => EventKind::Place {
+                    cpu,
+                    task,
+                    from,
+                    to,
+                    reason: reason.name(),
+                },
+                Trace::Counted { task, streak } => EventKind::Streak {
+                    task,
+                    llc: streak.llc_index() as u16,
+                    run: streak.run(),
+                },
+                _ => return,
+            };
+            self.event_log(kind);
+        }
     }
 
     /// The scheduler says `cpu` runs `sw` now.
     fn switch(&mut self, cpu: CpuId, sw: Switch) {
         let c = cpu.index();
+        if self.keep_events {
+            let next = match sw {
+                Switch::Run(t) => Some(t),
+                Switch::Idle { .. } => None,
+            };
+            let prev = self.shown[c];
+            if prev != next {
+                self.shown[c] = next;
+                let prev_state = match prev.map(|p| self.sh.task_word(p).state) {
+                    Some(TaskState::Dead) => PrevState::Exited,
+                    Some(TaskState::Committing | TaskState::Parked | TaskState::Waking) => {
+                        PrevState::Blocked
+                    }
+                    _ => PrevState::Runnable,
+                };
+                self.event_log(EventKind::Switch {
+                    cpu,
+                    prev,
+                    prev_state,
+                    next,
+                });
+            }
+        }
         match sw {
             Switch::Idle { .. } => {
                 if let Some(seg) = self.hw[c].seg.take() {
@@ -977,6 +1077,13 @@ impl Sim {
                 self.next_op(task);
                 true
             }
+            Op::LapStart { metric } => {
+                let now = self.now;
+                let st = self.tasks.get_mut(&task).expect("known");
+                st.lap_at.insert(metric.clone(), now);
+                self.next_op(task);
+                true
+            }
             Op::Lap { metric } => {
                 let now = self.now;
                 let st = self.tasks.get_mut(&task).expect("known");
@@ -1001,7 +1108,7 @@ impl Sim {
                 if !st.op_started {
                     st.op_started = true;
                     st.reply = None;
-                    return self.charge(cpu, task, cost.syscall_ns) || self.op(cpu, task, op);
+                    return self.charge(cpu, task, cost.syscall_ns) && self.op(cpu, task, op);
                 }
                 if st.waiting == Waiting::No && st.reply.is_none() {
                     // The syscall is done: post the request, wake a server.
@@ -1037,7 +1144,7 @@ impl Sim {
                 let st = self.tasks.get_mut(&task).expect("known");
                 if !st.op_started {
                     st.op_started = true;
-                    return self.charge(cpu, task, cost.syscall_ns) || self.op(cpu, task, op);
+                    return self.charge(cpu, task, cost.syscall_ns) && self.op(cpu, task, op);
                 }
                 if let Some(client) = st.serving.take() {
                     if let Some(c) = self.tasks.get_mut(&client) {
@@ -1062,7 +1169,7 @@ impl Sim {
                     st.op_started = true;
                     // Copying in: the syscall and the bytes at local speed.
                     let w = cost.syscall_ns + cost.handoff_ns(Level::Same, *bytes);
-                    return self.charge(cpu, task, w) || self.op(cpu, task, op);
+                    return self.charge(cpu, task, w) && self.op(cpu, task, op);
                 }
                 self.pipes[p].bytes += bytes;
                 self.pipes[p].written_on = Some(cpu);
@@ -1112,7 +1219,7 @@ impl Sim {
                 let st = self.tasks.get_mut(&task).expect("known");
                 if !st.op_started {
                     st.op_started = true;
-                    return self.charge(cpu, task, cost.syscall_ns) || self.op(cpu, task, op);
+                    return self.charge(cpu, task, cost.syscall_ns) && self.op(cpu, task, op);
                 }
                 self.futexes[f].seq += 1;
                 let seq = self.futexes[f].seq;
@@ -1226,7 +1333,7 @@ impl Sim {
                 let st = self.tasks.get_mut(&task).expect("known");
                 if !st.op_started {
                     st.op_started = true;
-                    return self.charge(cpu, task, cost.spawn_ns) || self.op(cpu, task, op);
+                    return self.charge(cpu, task, cost.spawn_ns) && self.op(cpu, task, op);
                 }
                 let spec = st.spec;
                 let ws = st.working_set;
@@ -1293,6 +1400,7 @@ impl Sim {
                 return;
             }
             st.exited = true;
+            self.out.tasks.entry(st.name.clone()).or_default().exited_at = Some(self.now);
         }
         self.live -= 1;
         let fx = self.sched[cpu.index()].exit(&self.sh, self.now, self.idle_depth);

@@ -1,6 +1,7 @@
 //! Figures: what a scenario reports, computed from a run's [`Outcome`].
 //! The simulator knows no scenario; a scenario names its figures with these.
 
+use schedlab_sched::fair::weight_of;
 use schedlab_topology::Level;
 use serde::Deserialize;
 
@@ -23,11 +24,15 @@ pub enum Figure {
     /// Moves (placements away from home) of the named tasks (all when
     /// empty) for the given reasons (all when empty: waker_rule, forward,
     /// steal, balance, spawn, affinity).
+    /// With `while_running`, only the moves made before the first of
+    /// those tasks exited.
     Moves {
         #[serde(default)]
         tasks: Vec<String>,
         #[serde(default)]
         reasons: Vec<String>,
+        #[serde(default)]
+        while_running: Vec<String>,
     },
     /// Times the named tasks (all when empty) ran on another CPU than last.
     Migrations {
@@ -69,6 +74,22 @@ pub enum Figure {
     CpuShare {
         task: String,
     },
+    /// The `percentile` (0-100) of how late `metric`'s laps ran past
+    /// `expected_ns` (a sleep's length), µs: timer-wake latency.
+    LapLateUs {
+        metric: String,
+        expected_ns: u64,
+        percentile: f64,
+    },
+    /// How far `a`'s CPU time over `b`'s is from their weights' ratio
+    /// (Linux's `sched_prio_to_weight` at `nice_a` and `nice_b`), in percent
+    /// of that ratio.
+    ShareErrorPct {
+        a: String,
+        nice_a: i8,
+        b: String,
+        nice_b: i8,
+    },
 }
 
 fn percentile(v: &[u64], p: f64) -> f64 {
@@ -103,15 +124,24 @@ impl Figure {
                     v.iter().sum::<u64>() as f64 / v.len() as f64 / 1e3
                 }
             }
-            Figure::Moves { tasks, reasons } => {
+            Figure::Moves {
+                tasks,
+                reasons,
+                while_running,
+            } => {
+                let until = while_running
+                    .iter()
+                    .filter_map(|n| o.tasks.get(n).and_then(|t| t.exited_at))
+                    .min()
+                    .unwrap_or(u64::MAX);
                 o.tasks
                     .iter()
                     .filter(|(n, _)| matches(tasks, n))
-                    .flat_map(|(_, t)| t.moves.iter())
-                    .filter(|(r, _)| reasons.is_empty() || reasons.iter().any(|x| x == *r))
-                    .map(|(_, n)| *n as f64)
-                    .sum::<f64>()
-                    + 0.0
+                    .flat_map(|(_, t)| t.moved_at.iter())
+                    .filter(|(at, r)| {
+                        *at < until && (reasons.is_empty() || reasons.iter().any(|x| x == r))
+                    })
+                    .count() as f64
             }
             Figure::Migrations { tasks } => {
                 o.tasks
@@ -158,6 +188,28 @@ impl Figure {
             }
             Figure::CpuShare { task } => {
                 o.tasks.get(task).map_or(0.0, |t| t.cpu_ns as f64) / o.end_ns.max(1) as f64
+            }
+            Figure::LapLateUs {
+                metric,
+                expected_ns,
+                percentile: p,
+            } => {
+                let late: Vec<u64> = laps(metric)
+                    .iter()
+                    .map(|l| l.saturating_sub(*expected_ns))
+                    .collect();
+                self::percentile(&late, p / 100.0) / 1e3
+            }
+            Figure::ShareErrorPct {
+                a,
+                nice_a,
+                b,
+                nice_b,
+            } => {
+                let ns = |t: &String| o.tasks.get(t).map_or(0.0, |t| t.cpu_ns as f64);
+                let want = weight_of(*nice_a) as f64 / weight_of(*nice_b) as f64;
+                let got = ns(a) / ns(b).max(1.0);
+                100.0 * (got - want).abs() / want
             }
         }
     }

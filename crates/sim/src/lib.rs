@@ -6,7 +6,8 @@
 //!   devices, the trace hash and the invariant checks;
 //! * [`cost`]: the cost model and its sources;
 //! * [`program`]: the ops a task runs;
-//! * [`figures`]: what a run reports.
+//! * [`figures`]: what a run reports;
+//! * [`events`]: the event log the trace outputs are made from.
 //!
 //! The simulator knows no scenario by name: a scenario is a [`SimSpec`] and
 //! a list of [`Figure`]s, built by `schedlab-scenarios`.
@@ -15,11 +16,13 @@
 
 pub mod cost;
 pub mod engine;
+pub mod events;
 pub mod figures;
 pub mod program;
 
 pub use cost::{ByLevel, CostModel};
 pub use engine::{Outcome, Sim, SimSpec, TaskDef, TaskOutcome};
+pub use events::{Event, EventKind, PrevState};
 pub use figures::Figure;
 pub use program::Op;
 pub use schedlab_sched as sched;

@@ -89,8 +89,14 @@ pub enum Op {
     /// Begin leaving the process: from here on this thread's wakes name no
     /// waker (what `exit` does first).
     Leave,
-    /// Record the time since this task's previous lap of `metric`.
+    /// Record the time since this task's previous lap (or lap start) of
+    /// `metric`.
     Lap {
+        metric: String,
+    },
+    /// Start a lap of `metric` now, recording nothing: the next `lap`
+    /// measures from here.
+    LapStart {
         metric: String,
     },
     /// Add `n` to the counter `metric` (bytes moved, ops done).

@@ -1,0 +1,514 @@
+//! The suite's rows: the seed's benchmark table (DESIGN.md section 10),
+//! simulated. Each row is a built-in scenario (`schedlab run ipc.reqrep.8`)
+//! whose first figure is the row's, with a unit and a direction.
+//!
+//! ## How the rows are run
+//!
+//! Like the seed's osbench, on the seed kernel's spawn placement (`rotate`:
+//! a new thread goes to the next free core in a rotation that ignores
+//! LLCs) with balancing on, on both sides of an A/B, so that the A/B
+//! measures wake placement alone. A benchmark's main thread starts where
+//! earlier rows left it: a CPU drawn from the seed, as a boot would. Each
+//! row runs a few milliseconds of simulated time over many rounds; its
+//! figure is the median (or the stated percentile) over the rounds.
+//!
+//! ## What each row assumes (where the seed does not say)
+//!
+//! * `ipc.reqrep.*`, `ipc.reqrep_handle.8`, `fs.disk.read_4k_at`: the pair
+//!   starts split across the LLCs, each side on a CPU of its LLC drawn from
+//!   the seed, neither pinned: the layout the rotation gave every base boot
+//!   of the seed's ab7. `reqrep_handle` carries a handle the server
+//!   installs and drops: 1 µs of server work per call (an assumption).
+//!   The disk read is 4 µs of device time completed by an interrupt on
+//!   cpu0, whose wake names no waker (an assumption: a fast NVMe read).
+//! * `pipe.throughput.N`: each of 7 rounds, the main thread (the reader)
+//!   spawns a fresh writer, which writes 1 MiB in N-byte writes and exits;
+//!   the reader reads it and joins the writer. GB/s over the whole run.
+//! * `pingpong.*.cross_core`: two threads pinned on cpu1 and cpu2 trade a
+//!   byte (pipes) or a futex, 2000 round trips.
+//! * `wake.storm.call.wN`: the main thread calls N server threads it spawned,
+//!   round robin, 512 calls in all; µs per call.
+//! * `wake.storm.drain.wN`: the main thread wakes N waiting threads at once
+//!   (one futex), each works 2 µs and reports on a pipe, and the main thread
+//!   waits for all N; µs per round, 32 rounds.
+//! * `thread.spawn_join.default`: spawn a thread that exits at once, join
+//!   it; 200 times; µs per spawn and join.
+//! * `work.build_shaped.j16`: a parent spawns 16 children at a time that
+//!   compute 300 µs and exit, and joins each; 4 batches; µs for the build.
+//! * `wake.periodic.idle`, `time.sleep_late.10ms`: one thread sleeps 1 ms
+//!   (100 times) or 10 ms (20 times) on an idle machine; how late it
+//!   wakes, µs (p50).
+//! * `fair.nice`: a nice-0 and a nice-5 spinner share cpu0 for 200 ms; how
+//!   far their CPU-time ratio is from their weights' ratio, percent.
+//! * `tail.timer`: 16 threads sleep 200 µs between random gaps while 8
+//!   spinners keep half the machine busy; p99 of how late they wake, µs.
+
+use schedlab_sim::sched::{Balance, SpawnPolicy, TaskSpec};
+use schedlab_sim::{Figure, Op};
+use schedlab_topology::{CpuId, CpuSet};
+
+use crate::catalog::{call, futex_wait, futex_wake, lap, repeat, reply, run, serve};
+use crate::{Builder, Params, ScenarioError};
+
+/// Which way a row is better.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Direction {
+    Lower,
+    Higher,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Lower => "lower",
+            Direction::Higher => "higher",
+        }
+    }
+}
+
+/// One row of the suite.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    pub name: &'static str,
+    /// The unit of the row's figure.
+    pub unit: &'static str,
+    pub direction: Direction,
+    pub what: &'static str,
+}
+
+const fn row(
+    name: &'static str,
+    unit: &'static str,
+    direction: Direction,
+    what: &'static str,
+) -> Row {
+    Row {
+        name,
+        unit,
+        direction,
+        what,
+    }
+}
+
+use Direction::{Higher, Lower};
+
+/// Every row, in the suite's order.
+pub const ROWS: &[Row] = &[
+    row("ipc.reqrep.8", "µs", Lower, "request/reply, 8 B each way, started split across the LLCs: round trip p50"),
+    row("ipc.reqrep.4096", "µs", Lower, "request/reply, 4 KiB each way, started split: round trip p50"),
+    row("ipc.reqrep.65536", "µs", Lower, "request/reply, 64 KiB each way, started split: round trip p50"),
+    row("ipc.reqrep_handle.8", "µs", Lower, "request/reply carrying a handle (1 µs of server work), started split: round trip p50"),
+    row("fs.disk.read_4k_at", "µs", Lower, "a client reads 4 KiB from a file server that reads the disk (completion by interrupt), started split: p50"),
+    row("pipe.throughput.256", "GB/s", Higher, "a fresh writer thread each round writes 1 MiB in 256 B writes to the main thread"),
+    row("pipe.throughput.4096", "GB/s", Higher, "the same in 4 KiB writes"),
+    row("pipe.throughput.16384", "GB/s", Higher, "the same in 16 KiB writes"),
+    row("pipe.throughput.65536", "GB/s", Higher, "the same in 64 KiB writes"),
+    row("pingpong.pipe.cross_core", "µs", Lower, "a byte back and forth over two pipes, threads pinned on cpu1 and cpu2: round trip p50"),
+    row("pingpong.futex.cross_core", "µs", Lower, "futex ping-pong, threads pinned on cpu1 and cpu2: round trip p50"),
+    row("wake.storm.call.w1", "µs", Lower, "the main thread calls 1 server thread: per call p50"),
+    row("wake.storm.call.w4", "µs", Lower, "the main thread calls 4 server threads round robin: per call p50"),
+    row("wake.storm.call.w64", "µs", Lower, "the main thread calls 64 server threads round robin: per call p50"),
+    row("wake.storm.drain.w1", "µs", Lower, "the main thread wakes 1 waiter and waits for it to drain: per round p50"),
+    row("wake.storm.drain.w4", "µs", Lower, "... 4 waiters at once: per round p50"),
+    row("wake.storm.drain.w16", "µs", Lower, "... 16 waiters at once: per round p50"),
+    row("wake.storm.drain.w64", "µs", Lower, "... 64 waiters at once: per round p50"),
+    row("thread.spawn_join.default", "µs", Lower, "spawn a thread that exits at once and join it: p50"),
+    row("work.build_shaped.j16", "µs", Lower, "a parent runs 4 batches of 16 children (300 µs each), joining each: the build"),
+    row("wake.periodic.idle", "µs", Lower, "a 1 ms periodic sleep on an idle machine: how late it wakes, p50"),
+    row("time.sleep_late.10ms", "µs", Lower, "a 10 ms sleep on an idle machine: how late it wakes, p50"),
+    row("fair.nice", "%", Lower, "nice 0 against nice 5 on one CPU: CPU-time ratio off the weights' ratio"),
+    row("tail.timer", "µs", Lower, "200 µs sleeps of 16 threads beside 8 spinners: how late they wake, p99"),
+];
+
+/// The row named `name`.
+pub fn find(name: &str) -> Option<&'static Row> {
+    ROWS.iter().find(|r| r.name == name)
+}
+
+fn one(c: usize) -> Option<CpuSet> {
+    Some(CpuSet::single(CpuId::new(c)))
+}
+
+fn p50(metric: &str) -> Figure {
+    Figure::LapP50Us {
+        metric: metric.into(),
+    }
+}
+
+fn late(metric: &str, expected_ns: u64, percentile: f64) -> Figure {
+    Figure::LapLateUs {
+        metric: metric.into(),
+        expected_ns,
+        percentile,
+    }
+}
+
+fn lap_start(metric: &str) -> Op {
+    Op::LapStart {
+        metric: metric.into(),
+    }
+}
+
+/// The LLC of `cpu` and a CPU set of another LLC (the pair's two sides).
+fn split_sides(b: &Builder) -> Result<(CpuSet, CpuSet), ScenarioError> {
+    let t = b.topology();
+    let llcs = t.llcs();
+    if llcs.len() < 2 {
+        return Err(ScenarioError(format!(
+            "this row starts a pair split across two LLCs, and {} has one (try --topology amd-2x8)",
+            t.name()
+        )));
+    }
+    Ok((llcs[0].cpus, llcs[1].cpus))
+}
+
+/// A client and a server that start split across the LLCs: the client
+/// calls with `req` bytes, the server works `work_ns` and replies `resp`.
+fn split_pair(
+    b: &mut Builder,
+    rounds: u64,
+    req: u64,
+    resp: u64,
+    server_body: Vec<Op>,
+) -> Result<(), ScenarioError> {
+    let (a, z) = split_sides(b)?;
+    let first = |s: CpuSet| s.iter().next().expect("an LLC has CPUs").index();
+    b.task(
+        "client",
+        first(a),
+        None,
+        TaskSpec::fair(0),
+        vec![repeat(
+            rounds,
+            vec![lap_start("op"), call("p", req), lap("op")],
+        )],
+    )
+    .start_in(a);
+    let mut body = vec![serve("p")];
+    body.extend(server_body);
+    body.push(reply(resp));
+    b.task(
+        "server",
+        first(z),
+        None,
+        TaskSpec::fair(0),
+        vec![repeat(rounds, body)],
+    )
+    .start_in(z);
+    b.figure("op_us", p50("op"));
+    Ok(())
+}
+
+/// The main thread: starts on a CPU drawn from the seed.
+fn main_thread(b: &mut Builder, program: Vec<Op>) {
+    let all = *b.topology().cpus();
+    b.task("main", 0, None, TaskSpec::fair(0), program)
+        .start_in(all);
+}
+
+/// Builds the row `r` into `b`.
+pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    b.config().spawn = SpawnPolicy::Rotate;
+    b.config().balance = Balance::ON;
+    b.run_ns(500_000_000);
+    let size = |s: &str| -> u64 {
+        s.rsplit('.')
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(8)
+    };
+    let width = |s: &str| -> u64 {
+        s.rsplit(".w")
+            .next()
+            .and_then(|x| x.parse().ok())
+            .unwrap_or(1)
+    };
+    match r.name {
+        n if n.starts_with("ipc.reqrep.") => {
+            let bytes = size(n);
+            let rounds: u64 = p.get("rounds", if bytes >= 65536 { 200 } else { 400 })?;
+            split_pair(b, rounds, bytes, bytes, vec![])?;
+        }
+        "ipc.reqrep_handle.8" => {
+            let rounds: u64 = p.get("rounds", 400)?;
+            split_pair(b, rounds, 8, 8, vec![run(1_000)])?;
+        }
+        "fs.disk.read_4k_at" => {
+            let rounds: u64 = p.get("rounds", 400)?;
+            let io: u64 = p.get("io_ns", 4_000)?;
+            split_pair(b, rounds, 64, 4096, vec![Op::Io(io)])?;
+        }
+        n if n.starts_with("pipe.throughput.") => {
+            let chunk = size(n);
+            let rounds: u64 = p.get("rounds", 7)?;
+            let total: u64 = p.get("bytes", 1 << 20)?;
+            let writes = total.div_ceil(chunk);
+            let w = |pipe: &str| Op::PipeWrite {
+                pipe: pipe.into(),
+                bytes: chunk,
+            };
+            b.program("writer", vec![repeat(writes, vec![w("p")]), Op::Exit]);
+            main_thread(
+                b,
+                vec![repeat(
+                    rounds,
+                    vec![
+                        Op::Spawn {
+                            program: "writer".into(),
+                        },
+                        repeat(
+                            writes,
+                            vec![
+                                Op::PipeRead {
+                                    pipe: "p".into(),
+                                    bytes: chunk,
+                                },
+                                Op::Count {
+                                    metric: "bytes".into(),
+                                    n: chunk,
+                                },
+                            ],
+                        ),
+                        Op::Join,
+                    ],
+                )],
+            );
+            b.figure(
+                "gbps",
+                Figure::PerNs {
+                    metric: "bytes".into(),
+                },
+            );
+        }
+        "pingpong.pipe.cross_core" => {
+            let rounds: u64 = p.get("rounds", 2000)?;
+            let op = |read: bool, pipe: &str| {
+                let pipe = pipe.into();
+                if read {
+                    Op::PipeRead { pipe, bytes: 1 }
+                } else {
+                    Op::PipeWrite { pipe, bytes: 1 }
+                }
+            };
+            b.task(
+                "ping",
+                1,
+                one(1),
+                TaskSpec::fair(0),
+                vec![repeat(
+                    rounds,
+                    vec![lap_start("rtt"), op(false, "a"), op(true, "b"), lap("rtt")],
+                )],
+            );
+            b.task(
+                "pong",
+                2,
+                one(2),
+                TaskSpec::fair(0),
+                vec![repeat(rounds, vec![op(true, "a"), op(false, "b")])],
+            );
+            b.figure("rtt_us", p50("rtt"));
+        }
+        "pingpong.futex.cross_core" => {
+            let rounds: u64 = p.get("rounds", 2000)?;
+            b.task(
+                "ping",
+                1,
+                one(1),
+                TaskSpec::fair(0),
+                vec![repeat(
+                    rounds,
+                    vec![
+                        lap_start("rtt"),
+                        futex_wake("a", 1),
+                        futex_wait("b"),
+                        lap("rtt"),
+                    ],
+                )],
+            );
+            b.task(
+                "pong",
+                2,
+                one(2),
+                TaskSpec::fair(0),
+                vec![repeat(rounds, vec![futex_wait("a"), futex_wake("b", 1)])],
+            );
+            b.figure("rtt_us", p50("rtt"));
+        }
+        n if n.starts_with("wake.storm.call.") => {
+            let w = width(n);
+            let calls: u64 = p.get("calls", 512)?;
+            let per = calls.div_ceil(w);
+            let mut main = Vec::new();
+            for i in 0..w {
+                let name = format!("server{i}");
+                b.program(
+                    &name,
+                    vec![repeat(per, vec![serve(&format!("s{i}")), reply(8)])],
+                );
+                main.push(Op::Spawn { program: name });
+            }
+            let round: Vec<Op> = (0..w)
+                .flat_map(|i| [lap_start("call"), call(&format!("s{i}"), 8), lap("call")])
+                .collect();
+            main.push(repeat(per, round));
+            main.extend((0..w).map(|_| Op::Join));
+            main_thread(b, main);
+            b.figure("call_us", p50("call"));
+        }
+        n if n.starts_with("wake.storm.drain.") => {
+            let w = width(n);
+            let rounds: u64 = p.get("rounds", 32)?;
+            let work: u64 = p.get("work_ns", 2_000)?;
+            b.program(
+                "waiter",
+                vec![repeat(
+                    rounds,
+                    vec![
+                        futex_wait("go"),
+                        run(work),
+                        Op::PipeWrite {
+                            pipe: "done".into(),
+                            bytes: 1,
+                        },
+                    ],
+                )],
+            );
+            let mut main: Vec<Op> = (0..w)
+                .map(|_| Op::Spawn {
+                    program: "waiter".into(),
+                })
+                .collect();
+            main.push(repeat(
+                rounds,
+                vec![
+                    lap_start("round"),
+                    futex_wake("go", w as u32),
+                    Op::PipeRead {
+                        pipe: "done".into(),
+                        bytes: w,
+                    },
+                    lap("round"),
+                ],
+            ));
+            main.extend((0..w).map(|_| Op::Join));
+            main_thread(b, main);
+            b.figure("round_us", p50("round"));
+        }
+        "thread.spawn_join.default" => {
+            let rounds: u64 = p.get("rounds", 200)?;
+            b.program("child", vec![Op::Exit]);
+            main_thread(
+                b,
+                vec![repeat(
+                    rounds,
+                    vec![
+                        lap_start("spawn_join"),
+                        Op::Spawn {
+                            program: "child".into(),
+                        },
+                        Op::Join,
+                        lap("spawn_join"),
+                    ],
+                )],
+            );
+            b.figure("spawn_join_us", p50("spawn_join"));
+        }
+        "work.build_shaped.j16" => {
+            let batches: u64 = p.get("batches", 4)?;
+            let work: u64 = p.get("work_ns", 300_000)?;
+            b.program("job", vec![run(work), Op::Exit]);
+            let spawn = Op::Spawn {
+                program: "job".into(),
+            };
+            main_thread(
+                b,
+                vec![
+                    lap_start("build"),
+                    repeat(
+                        batches,
+                        vec![repeat(16, vec![spawn]), repeat(16, vec![Op::Join])],
+                    ),
+                    lap("build"),
+                ],
+            );
+            b.figure("build_us", p50("build"));
+        }
+        "wake.periodic.idle" | "time.sleep_late.10ms" => {
+            let (ns, n) = if r.name == "wake.periodic.idle" {
+                (1_000_000, 100)
+            } else {
+                (10_000_000, 20)
+            };
+            let rounds: u64 = p.get("rounds", n)?;
+            main_thread(
+                b,
+                vec![repeat(
+                    rounds,
+                    vec![lap_start("sleep"), Op::Sleep(ns), lap("sleep")],
+                )],
+            );
+            b.figure("late_us", late("sleep", ns, 50.0));
+        }
+        "fair.nice" => {
+            let ms: u64 = p.get("spin_ms", 200)?;
+            b.run_ns(ms * 1_000_000);
+            for (name, nice) in [("nice0", 0), ("nice5", 5)] {
+                b.task(
+                    name,
+                    0,
+                    one(0),
+                    TaskSpec::fair(nice),
+                    vec![run(u64::MAX / 4)],
+                );
+            }
+            b.figure(
+                "share_error_pct",
+                Figure::ShareErrorPct {
+                    a: "nice0".into(),
+                    nice_a: 0,
+                    b: "nice5".into(),
+                    nice_b: 5,
+                },
+            );
+        }
+        "tail.timer" => {
+            let rounds: u64 = p.get("rounds", 200)?;
+            let n = b.topology().num_cpus();
+            for i in 0..n / 2 {
+                b.task(
+                    &format!("spin{i}"),
+                    2 * i,
+                    None,
+                    TaskSpec::fair(0),
+                    vec![run(u64::MAX / 4)],
+                );
+            }
+            for i in 0..16 {
+                b.task(
+                    &format!("sleeper{i}"),
+                    i % n,
+                    None,
+                    TaskSpec::fair(0),
+                    vec![repeat(
+                        rounds,
+                        vec![
+                            Op::RandomSleep {
+                                min: 10_000,
+                                max: 300_000,
+                            },
+                            lap_start("sleep"),
+                            Op::Sleep(200_000),
+                            lap("sleep"),
+                        ],
+                    )],
+                );
+            }
+            // The spinners never end: stop when the sleepers would have.
+            b.run_ns(rounds * 400_000);
+            b.figure("late_p99_us", late("sleep", 200_000, 99.0));
+        }
+        other => unreachable!("row {other} is in ROWS but not built"),
+    }
+    Ok(())
+}
