@@ -40,8 +40,12 @@ pub(crate) fn emit(text: &str, newline: bool) {
     }
 }
 
+mod plot;
+mod pool;
 mod run;
+mod suite;
 mod topo;
+mod trace;
 
 /// schedlab: a multi-core CPU scheduler and a deterministic simulator of
 /// real machine shapes that measures it.
@@ -60,6 +64,12 @@ enum Command {
     Run(run::RunArgs),
     /// Run a scenario for each value of one parameter, over seeds.
     Sweep(run::SweepArgs),
+    /// Join the shard files of one sweep into its table.
+    Merge(run::MergeArgs),
+    /// The seed's benchmark rows on a base and a head policy (the main job).
+    Suite(suite::SuiteArgs),
+    /// Write one run as a Perfetto trace (or JSON lines).
+    Trace(trace::TraceArgs),
 }
 
 /// A command's failure, and the exit code it maps to.
@@ -77,6 +87,9 @@ fn main() -> ExitCode {
         Command::Topo(args) => topo::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Sweep(args) => run::sweep(&args),
+        Command::Merge(args) => run::merge(&args),
+        Command::Suite(args) => suite::run(&args),
+        Command::Trace(args) => trace::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

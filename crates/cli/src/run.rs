@@ -2,11 +2,12 @@
 //! values of one parameter.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use schedlab_scenarios::{catalog, file, Params, Scenario};
 use schedlab_sim::{first_divergence, Outcome, Sim};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::Failure;
@@ -15,26 +16,26 @@ use crate::Failure;
 pub struct Common {
     /// A built-in scenario (see --list) or a scenario file (.toml).
     #[arg(default_value = "")]
-    scenario: String,
+    pub(crate) scenario: String,
     /// The machine (a preset name); built-ins default to amd-2x8.
     #[arg(long, value_name = "T")]
-    topology: Option<String>,
+    pub(crate) topology: Option<String>,
     /// The placement policy: home or waker-streak.
     #[arg(long, value_name = "POLICY")]
-    policy: Option<String>,
+    pub(crate) policy: Option<String>,
     /// A parameter, name=value (repeatable).
     #[arg(long = "param", value_name = "K=V")]
-    params: Vec<String>,
+    pub(crate) params: Vec<String>,
     /// Print JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Break ties among simultaneous events in insertion order.
     #[arg(long)]
-    fixed_order: bool,
+    pub(crate) fixed_order: bool,
     /// Worker threads for several seeds (default: every core). The results
     /// do not depend on it.
     #[arg(long, value_name = "N")]
-    jobs: Option<usize>,
+    pub(crate) jobs: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -62,7 +63,50 @@ pub struct SweepArgs {
     /// Seeds 1..=N per value.
     #[arg(long, default_value_t = 40)]
     seeds: u64,
+    /// Run only shard I of N (1-based) of the sweep's (value, seed) runs,
+    /// and write them to --out for `schedlab merge`.
+    #[arg(long, value_name = "I/N", requires = "out")]
+    shard: Option<String>,
+    /// Where a shard's results go (JSON).
+    #[arg(long, value_name = "FILE", requires = "shard")]
+    out: Option<PathBuf>,
 }
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The shard files `schedlab sweep --shard I/N --out FILE` wrote.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One shard's results, as `sweep --shard` writes them. Floats are written
+/// in their shortest exact form, so a merge sums what the sweep would.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct ShardFile {
+    format: String,
+    scenario: String,
+    param: String,
+    values: Vec<String>,
+    /// Every parameter besides the swept one, and the flags that change runs.
+    fixed: Vec<String>,
+    seeds: u64,
+    /// Figure names in report order.
+    figures: Vec<String>,
+    shard: (usize, usize),
+    results: Vec<ShardResult>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+struct ShardResult {
+    value: String,
+    seed: u64,
+    figures: Vec<f64>,
+}
+
+const SHARD_FORMAT: &str = "schedlab-sweep-shard/1";
 
 pub fn build(c: &Common, params: &[String]) -> Result<Scenario, Failure> {
     let mut all = params.to_vec();
@@ -86,48 +130,11 @@ pub fn build(c: &Common, params: &[String]) -> Result<Scenario, Failure> {
 
 /// Runs `s` for each seed, spread over `jobs` threads; results in seed order.
 pub fn run_seeds(s: &Scenario, seeds: &[u64], jobs: usize) -> Vec<Outcome> {
-    let jobs = jobs.max(1).min(seeds.len().max(1));
-    let mut out: Vec<Option<Outcome>> = (0..seeds.len()).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let chunks: Vec<Vec<(usize, u64)>> = (0..jobs)
-            .map(|j| {
-                seeds
-                    .iter()
-                    .copied()
-                    .enumerate()
-                    .skip(j)
-                    .step_by(jobs)
-                    .collect()
-            })
-            .collect();
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk
-                        .into_iter()
-                        .map(|(i, seed)| (i, Sim::new(&s.spec, seed).run()))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for h in handles {
-            for (i, o) in h.join().expect("a simulation thread panicked") {
-                out[i] = Some(o);
-            }
-        }
-    });
-    out.into_iter()
-        .map(|o| o.expect("every seed ran"))
-        .collect()
+    crate::pool::par_map(seeds, jobs, |&seed| Sim::new(&s.spec, seed).run(), || {})
 }
 
 pub fn jobs(c: &Common) -> usize {
-    c.jobs.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    })
+    c.jobs.unwrap_or_else(crate::pool::all_cores)
 }
 
 pub fn figures(s: &Scenario, o: &Outcome) -> BTreeMap<String, f64> {
@@ -149,6 +156,16 @@ pub fn run(a: &RunArgs) -> Result<(), Failure> {
     if a.list || a.common.scenario.is_empty() {
         for (n, what) in catalog::CATALOG {
             say!("{n:16} {what}");
+        }
+        say!("\nThe suite's rows (`schedlab suite`), each a scenario too:");
+        for r in schedlab_scenarios::rows::ROWS {
+            say!(
+                "{:26} {:>5} {:>6}  {}",
+                r.name,
+                r.unit,
+                r.direction.name(),
+                r.what
+            );
         }
         return Ok(());
     }
@@ -231,23 +248,21 @@ fn fmt(v: f64) -> String {
     }
 }
 
-/// One swept value's aggregate: per figure, total, most in a run, runs
-/// with a nonzero value.
-pub fn aggregate(s: &Scenario, outs: &[Outcome]) -> BTreeMap<String, (f64, f64, u64)> {
-    let mut agg: BTreeMap<String, (f64, f64, u64)> = BTreeMap::new();
-    for o in outs {
-        for (n, v) in figures(s, o) {
-            let e = agg.entry(n).or_insert((0.0, f64::MIN, 0));
-            e.0 += v;
-            e.1 = e.1.max(v);
-            e.2 += (v != 0.0) as u64;
-        }
-    }
-    agg
+/// One swept value's aggregate: per figure (in `names` order), total, most
+/// in a run, runs with a nonzero value; `runs` are per seed, in seed order.
+pub fn aggregate(runs: &[Vec<f64>], names: &[String]) -> Vec<(f64, f64, u64)> {
+    (0..names.len())
+        .map(|i| {
+            runs.iter().fold((0.0, f64::MIN, 0), |(t, m, nz), r| {
+                (t + r[i], m.max(r[i]), nz + (r[i] != 0.0) as u64)
+            })
+        })
+        .collect()
 }
 
-pub fn sweep(a: &SweepArgs) -> Result<(), Failure> {
-    let swept: Vec<&String> = a.common.params.iter().filter(|p| p.contains(',')).collect();
+/// The sweep's swept parameter and its values, and the fixed ones.
+fn swept(params: &[String]) -> Result<(String, Vec<String>, Vec<String>), Failure> {
+    let swept: Vec<&String> = params.iter().filter(|p| p.contains(',')).collect();
     let [sw] = swept.as_slice() else {
         return Err(Failure::Input(
             "sweep: expected exactly one --param name=v1,v2,...".into(),
@@ -256,34 +271,212 @@ pub fn sweep(a: &SweepArgs) -> Result<(), Failure> {
     let (key, values) = sw
         .split_once('=')
         .ok_or_else(|| Failure::Input(format!("--param {sw:?}: expected name=v1,v2,...")))?;
-    let fixed: Vec<String> = a
-        .common
-        .params
+    let fixed = params
         .iter()
         .filter(|p| !p.contains(','))
         .cloned()
         .collect();
-    let seeds: Vec<u64> = (1..=a.seeds).collect();
-    let mut rows = Vec::new();
-    let mut scenario_name = String::new();
-    for v in values.split(',') {
-        let mut ps = fixed.clone();
-        ps.push(format!("{key}={v}"));
-        let s = build(&a.common, &ps)?;
-        scenario_name = s.name.clone();
-        let outs = run_seeds(&s, &seeds, jobs(&a.common));
-        rows.push((
-            v.to_string(),
-            aggregate(&s, &outs),
-            s.figures.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
-        ));
+    Ok((
+        key.to_string(),
+        values.split(',').map(str::to_string).collect(),
+        fixed,
+    ))
+}
+
+/// `I/N` with 1 <= I <= N.
+fn parse_shard(s: &str) -> Result<(usize, usize), Failure> {
+    let bad = || Failure::Input(format!("--shard {s:?}: expected I/N with 1 <= I <= N"));
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if i == 0 || i > n {
+        return Err(bad());
     }
-    if a.common.json {
+    Ok((i, n))
+}
+
+pub fn sweep(a: &SweepArgs) -> Result<(), Failure> {
+    let (key, values, fixed) = swept(&a.common.params)?;
+    let scenarios: Vec<Scenario> = values
+        .iter()
+        .map(|v| {
+            let mut ps = fixed.clone();
+            ps.push(format!("{key}={v}"));
+            build(&a.common, &ps)
+        })
+        .collect::<Result<_, _>>()?;
+    let names: Vec<String> = scenarios[0]
+        .figures
+        .iter()
+        .map(|(n, _)| n.clone())
+        .collect();
+    // Every (value, seed) run, in table order; a shard takes every n-th.
+    let mut work: Vec<(usize, u64)> = (0..values.len())
+        .flat_map(|v| (1..=a.seeds).map(move |seed| (v, seed)))
+        .collect();
+    let shard = a.shard.as_deref().map(parse_shard).transpose()?;
+    if let Some((i, n)) = shard {
+        work = work
+            .into_iter()
+            .enumerate()
+            .filter(|(k, _)| k % n == i - 1)
+            .map(|(_, w)| w)
+            .collect();
+    }
+    let bar = crate::pool::progress(work.len(), "sweep");
+    let results = crate::pool::par_map(
+        &work,
+        jobs(&a.common),
+        |&(v, seed)| {
+            let s = &scenarios[v];
+            let o = Sim::new(&s.spec, seed).run();
+            s.figures
+                .iter()
+                .map(|(_, f)| f.compute(&o))
+                .collect::<Vec<f64>>()
+        },
+        || bar.inc(1),
+    );
+    bar.finish_and_clear();
+    let mut flags = fixed.clone();
+    flags.extend(a.common.topology.iter().map(|t| format!("--topology={t}")));
+    flags.extend(a.common.policy.iter().map(|p| format!("--policy={p}")));
+    if a.common.fixed_order {
+        flags.push("--fixed-order".into());
+    }
+    let file = ShardFile {
+        format: SHARD_FORMAT.into(),
+        scenario: scenarios[0].name.clone(),
+        param: key,
+        values: values.clone(),
+        fixed: flags,
+        seeds: a.seeds,
+        figures: names,
+        shard: shard.unwrap_or((1, 1)),
+        results: work
+            .iter()
+            .zip(results)
+            .map(|(&(v, seed), figures)| ShardResult {
+                value: values[v].clone(),
+                seed,
+                figures,
+            })
+            .collect(),
+    };
+    match &a.out {
+        Some(path) => {
+            let text = serde_json::to_string(&file).expect("plain data");
+            std::fs::write(path, text).map_err(|e| {
+                Failure::Input(format!("{}: cannot write the shard: {e}", path.display()))
+            })?;
+            say!(
+                "shard {}/{}: {} runs written to {}",
+                file.shard.0,
+                file.shard.1,
+                file.results.len(),
+                path.display()
+            );
+            Ok(())
+        }
+        None => print_sweep(&file, a.common.json),
+    }
+}
+
+/// `schedlab merge`: the shards of one sweep, joined into its table.
+pub fn merge(a: &MergeArgs) -> Result<(), Failure> {
+    let mut files = Vec::new();
+    for path in &a.files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::Input(format!("{}: cannot read: {e}", path.display())))?;
+        let f: ShardFile = serde_json::from_str(&text).map_err(|e| {
+            Failure::Input(format!(
+                "{}:{}:{}: expected a shard file from `schedlab sweep --shard I/N --out FILE`: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
+        })?;
+        if f.format != SHARD_FORMAT {
+            return Err(Failure::Input(format!(
+                "{}: expected format {SHARD_FORMAT:?}, found {:?}",
+                path.display(),
+                f.format
+            )));
+        }
+        files.push((path, f));
+    }
+    let (first_path, first) = &files[0];
+    let mut all = ShardFile {
+        results: Vec::new(),
+        shard: (1, 1),
+        ..first.clone()
+    };
+    let mut seen = vec![false; first.shard.1];
+    for (path, f) in &files {
+        let same = f.scenario == first.scenario
+            && f.param == first.param
+            && f.values == first.values
+            && f.fixed == first.fixed
+            && f.seeds == first.seeds
+            && f.figures == first.figures
+            && f.shard.1 == first.shard.1;
+        if !same {
+            return Err(Failure::Input(format!(
+                "{}: a shard of another sweep than {} (scenario, parameters, seeds or shard count differ)",
+                path.display(),
+                first_path.display()
+            )));
+        }
+        if std::mem::replace(&mut seen[f.shard.0 - 1], true) {
+            return Err(Failure::Input(format!(
+                "{}: shard {}/{} given twice",
+                path.display(),
+                f.shard.0,
+                f.shard.1
+            )));
+        }
+        all.results.extend(f.results.iter().cloned());
+    }
+    let missing: Vec<String> = (1..=first.shard.1)
+        .filter(|i| !seen[i - 1])
+        .map(|i| format!("{i}/{}", first.shard.1))
+        .collect();
+    if !missing.is_empty() {
+        return Err(Failure::Input(format!(
+            "missing shards: {}",
+            missing.join(", ")
+        )));
+    }
+    print_sweep(&all, a.json)
+}
+
+/// The sweep's table (or JSON) from every (value, seed) result.
+fn print_sweep(f: &ShardFile, json: bool) -> Result<(), Failure> {
+    let mut rows = Vec::new();
+    for v in &f.values {
+        let mut runs: Vec<&ShardResult> = f.results.iter().filter(|r| &r.value == v).collect();
+        runs.sort_by_key(|r| r.seed);
+        if runs.len() as u64 != f.seeds {
+            return Err(Failure::Input(format!(
+                "value {v}: {} of {} seeds present",
+                runs.len(),
+                f.seeds
+            )));
+        }
+        let per_seed: Vec<Vec<f64>> = runs.iter().map(|r| r.figures.clone()).collect();
+        rows.push((v, aggregate(&per_seed, &f.figures)));
+    }
+    let key = &f.param;
+    if json {
         let out: Vec<Value> = rows
             .iter()
-            .map(|(v, agg, _)| {
-                let f: serde_json::Map<String, Value> = agg
+            .map(|(v, agg)| {
+                let figs: serde_json::Map<String, Value> = f
+                    .figures
                     .iter()
+                    .zip(agg)
                     .map(|(k, (t, m, nz))| {
                         (
                             k.clone(),
@@ -291,25 +484,27 @@ pub fn sweep(a: &SweepArgs) -> Result<(), Failure> {
                         )
                     })
                     .collect();
-                json!({"value": v, "figures": f})
+                json!({"value": v, "figures": figs})
             })
             .collect();
-        let v = json!({"scenario": scenario_name, "param": key, "seeds": a.seeds, "rows": out});
+        let v = json!({"scenario": f.scenario, "param": key, "seeds": f.seeds, "rows": out});
         say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
         return Ok(());
     }
-    say!("{scenario_name}: {key} swept, {} seeds each; per figure: total / most in a run / runs nonzero", a.seeds);
-    let names = &rows[0].2;
+    say!(
+        "{}: {key} swept, {} seeds each; per figure: total / most in a run / runs nonzero",
+        f.scenario,
+        f.seeds
+    );
     say_part!("{key:>10}");
-    for n in names {
+    for n in &f.figures {
         say_part!(" {n:>24}");
     }
     say!("");
-    for (v, agg, _) in &rows {
+    for (v, agg) in &rows {
         say_part!("{v:>10}");
-        for n in names {
-            let (t, m, nz) = agg[n];
-            say_part!(" {:>24}", format!("{} / {} / {nz}", fmt(t), fmt(m)));
+        for (t, m, nz) in agg {
+            say_part!(" {:>24}", format!("{} / {} / {nz}", fmt(*t), fmt(*m)));
         }
         say!("");
     }

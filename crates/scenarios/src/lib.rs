@@ -23,6 +23,7 @@ use schedlab_topology::{preset, CpuId, CpuSet, Topology};
 pub mod catalog;
 pub mod file;
 pub mod rows;
+pub mod suite;
 
 pub use schedlab_sim as sim;
 

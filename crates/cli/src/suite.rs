@@ -1,0 +1,207 @@
+//! `schedlab suite`: the seed's benchmark rows on a base and a head
+//! policy, N seeds (boots) per side, and per row the medians, head/base
+//! and whether the row resolves (`schedlab_scenarios::suite`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use schedlab_scenarios::rows::{Row, ROWS};
+use schedlab_scenarios::suite::{range, summary, RowResult, ALPHA};
+use schedlab_scenarios::{catalog, Params, Scenario};
+use schedlab_sim::Sim;
+use serde_json::{json, Value};
+use wildmatch::WildMatch;
+
+use crate::Failure;
+
+#[derive(Args, Debug)]
+pub struct SuiteArgs {
+    /// The machine (a preset name).
+    #[arg(long, value_name = "T", default_value = "amd-2x8")]
+    topology: String,
+    /// The base side's placement: home, waker-streak or waker-streak:K.
+    #[arg(long, value_name = "POLICY", default_value = "home")]
+    base: String,
+    /// The head side's placement.
+    #[arg(long, value_name = "POLICY", default_value = "waker-streak")]
+    head: String,
+    /// Seeds 1..=N on each side (the same seeds on both).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    seeds: u64,
+    /// Only rows whose name matches (`*` and `?`; repeatable).
+    #[arg(long, value_name = "GLOB")]
+    rows: Vec<String>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the table as CSV.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Also plot head/base per row, with each side's range, as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Worker threads (default: every core). The results do not depend on it.
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+}
+
+/// A policy name as `--param`s: `home`, `waker-streak`, `waker-streak:K`.
+fn policy_params(p: &str) -> Result<Vec<String>, Failure> {
+    match p.split_once(':') {
+        None if p == "home" || p == "waker-streak" => Ok(vec![format!("policy={p}")]),
+        Some(("waker-streak", k)) if k.parse::<u8>().is_ok() => Ok(vec![format!("waker_run={k}")]),
+        _ => Err(Failure::Input(format!(
+            "policy {p:?}: expected home, waker-streak or waker-streak:K"
+        ))),
+    }
+}
+
+fn build(row: &Row, topology: &str, policy: &[String]) -> Result<Scenario, Failure> {
+    let p = Params::parse(policy).map_err(|e| Failure::Input(e.0))?;
+    let mut s = catalog::build(row.name, Some(topology), p).map_err(|e| Failure::Input(e.0))?;
+    s.spec.check_invariants = false;
+    Ok(s)
+}
+
+pub fn run(a: &SuiteArgs) -> Result<(), Failure> {
+    if a.seeds == 0 {
+        return Err(Failure::Input("--seeds: expected at least 1".into()));
+    }
+    let pats: Vec<WildMatch> = a.rows.iter().map(|g| WildMatch::new(g)).collect();
+    let rows: Vec<&'static Row> = ROWS
+        .iter()
+        .filter(|r| pats.is_empty() || pats.iter().any(|p| p.matches(r.name)))
+        .collect();
+    if rows.is_empty() {
+        return Err(Failure::Input(format!(
+            "--rows {:?}: no row matches; the rows are {}",
+            a.rows,
+            ROWS.iter().map(|r| r.name).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let sides = [policy_params(&a.base)?, policy_params(&a.head)?];
+    // One scenario per (row, side); one run per (row, side, seed).
+    let mut scenarios = Vec::new();
+    for r in &rows {
+        for side in &sides {
+            scenarios.push(build(r, &a.topology, side)?);
+        }
+    }
+    let work: Vec<(usize, u64)> = (0..scenarios.len())
+        .flat_map(|s| (1..=a.seeds).map(move |seed| (s, seed)))
+        .collect();
+    let bar = crate::pool::progress(work.len(), "suite");
+    let values = crate::pool::par_map(
+        &work,
+        a.jobs.unwrap_or_else(crate::pool::all_cores),
+        |&(s, seed)| {
+            let sc = &scenarios[s];
+            sc.figures[0].1.compute(&Sim::new(&sc.spec, seed).run())
+        },
+        || bar.inc(1),
+    );
+    bar.finish_and_clear();
+    let n = a.seeds as usize;
+    let results: Vec<RowResult> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, &row)| RowResult {
+            row,
+            base: values[(2 * i) * n..(2 * i + 1) * n].to_vec(),
+            head: values[(2 * i + 1) * n..(2 * i + 2) * n].to_vec(),
+        })
+        .collect();
+    if let Some(path) = &a.csv {
+        std::fs::write(path, csv(&results))
+            .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
+    }
+    if let Some(path) = &a.plot {
+        crate::plot::suite_svg(path, &results, &a.base, &a.head, &a.topology)?;
+    }
+    let (k, chance) = summary(&results);
+    if a.json {
+        let rows: Vec<Value> = results
+            .iter()
+            .map(|r| {
+                json!({"row": r.row.name, "unit": r.row.unit, "direction": r.row.direction.name(),
+                       "base_median": r.base_median(), "head_median": r.head_median(),
+                       "ratio": r.ratio(), "resolves": r.resolves(), "p": r.p(),
+                       "head_better": r.head_better(), "base": r.base, "head": r.head})
+            })
+            .collect();
+        let v = json!({"topology": a.topology, "base": a.base, "head": a.head, "seeds": a.seeds,
+                       "alpha": ALPHA, "rows": rows, "resolved": k,
+                       "expected_by_chance": chance});
+        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+        return Ok(());
+    }
+    say!(
+        "schedlab suite on {}: base {}, head {}, seeds 1..={} on each side",
+        a.topology,
+        a.base,
+        a.head,
+        a.seeds
+    );
+    say!(
+        "{:<26} {:>5} {:>6} {:>11} {:>11} {:>9}  resolves",
+        "row",
+        "unit",
+        "better",
+        "base p50",
+        "head p50",
+        "head/base"
+    );
+    for r in &results {
+        let verdict = match (r.resolves(), r.head_better()) {
+            (false, _) => String::from("-"),
+            (true, true) => format!("yes, head better (p={:.1e})", r.p()),
+            (true, false) => format!("yes, head worse (p={:.1e})", r.p()),
+        };
+        say!(
+            "{:<26} {:>5} {:>6} {:>11} {:>11} {:>9.3}  {verdict}",
+            r.row.name,
+            r.row.unit,
+            r.row.direction.name(),
+            sig(r.base_median()),
+            sig(r.head_median()),
+            r.ratio()
+        );
+    }
+    say!(
+        "{k} of {} rows resolve, about {chance:.1} expected by chance (two-sided Mann-Whitney, alpha = {ALPHA}; \
+         rows the head's change never reaches read alike on the same seeds and cannot resolve)",
+        results.len()
+    );
+    Ok(())
+}
+
+/// A value to four significant figures.
+fn sig(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.digits$}")
+}
+
+fn csv(results: &[RowResult]) -> String {
+    let mut out = String::from(
+        "row,unit,direction,base_median,head_median,ratio,resolves,p,base_min,base_max,head_min,head_max\n",
+    );
+    for r in results {
+        let (bl, bh) = range(&r.base);
+        let (hl, hh) = range(&r.head);
+        out += &format!(
+            "{},{},{},{},{},{},{},{},{bl},{bh},{hl},{hh}\n",
+            r.row.name,
+            r.row.unit,
+            r.row.direction.name(),
+            r.base_median(),
+            r.head_median(),
+            r.ratio(),
+            r.resolves(),
+            r.p()
+        );
+    }
+    out
+}

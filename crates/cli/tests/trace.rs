@@ -1,0 +1,209 @@
+//! `schedlab trace` end to end: the `.pftrace` decodes (perfetto_protos)
+//! back to the simulator's own event log for the same run, event for
+//! event: every switch and waking per CPU, every run-queue sample, every
+//! placement instant, and the thread names.
+
+mod common;
+use common::schedlab;
+
+use std::collections::BTreeMap;
+
+use perfetto_protos::trace::Trace;
+use perfetto_protos::track_event::track_event::Type;
+use protobuf::Message;
+use schedlab_scenarios::{catalog, Params};
+use schedlab_sim::{EventKind, Outcome, PrevState, Sim};
+
+fn pid(t: Option<schedlab_sim::sched::TaskId>) -> i32 {
+    t.map_or(0, |t| t.0 as i32 + 1)
+}
+
+fn sim_log(name: &str, seed: u64) -> Outcome {
+    let mut s = catalog::build(name, None, Params::default()).unwrap();
+    s.spec.keep_events = true;
+    Sim::new(&s.spec, seed).run()
+}
+
+fn decode(args: &[&str]) -> Trace {
+    let d = std::env::temp_dir().join(format!("schedlab-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let path = d.join(format!(
+        "{}.pftrace",
+        args.join("_").replace(['/', '-'], "")
+    ));
+    let mut all = vec!["trace"];
+    all.extend_from_slice(args);
+    all.extend(["-o", path.to_str().unwrap()]);
+    let (code, out, err) = schedlab(&all);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("ui.perfetto.dev"),
+        "says how to open it: {out}"
+    );
+    let bytes = std::fs::read(&path).unwrap();
+    Trace::parse_from_bytes(&bytes).expect("a Perfetto trace that decodes")
+}
+
+/// Per CPU, in order: (time, prev pid, next pid, prev state) and
+/// (time, woken pid, target CPU).
+type Switches = BTreeMap<u32, Vec<(u64, i32, i32, i64)>>;
+type Wakings = BTreeMap<u32, Vec<(u64, i32, i32)>>;
+
+fn ftrace(t: &Trace) -> (Switches, Wakings) {
+    let (mut sw, mut wk) = (Switches::new(), Wakings::new());
+    for p in &t.packet {
+        if !p.has_ftrace_events() {
+            continue;
+        }
+        let b = p.ftrace_events();
+        for e in &b.event {
+            if e.has_sched_switch() {
+                let s = e.sched_switch();
+                sw.entry(b.cpu()).or_default().push((
+                    e.timestamp(),
+                    s.prev_pid(),
+                    s.next_pid(),
+                    s.prev_state(),
+                ));
+            } else if e.has_sched_waking() {
+                let w = e.sched_waking();
+                wk.entry(b.cpu())
+                    .or_default()
+                    .push((e.timestamp(), w.pid(), w.target_cpu()));
+            }
+        }
+    }
+    (sw, wk)
+}
+
+fn expected(o: &Outcome, from: u64, to: u64) -> (Switches, Wakings) {
+    let (mut sw, mut wk) = (Switches::new(), Wakings::new());
+    for e in o.event_log.iter().filter(|e| e.at >= from && e.at < to) {
+        match e.kind {
+            EventKind::Switch {
+                cpu,
+                prev,
+                prev_state,
+                next,
+            } => {
+                let st = match prev_state {
+                    PrevState::Runnable => 0,
+                    PrevState::Blocked => 1,
+                    PrevState::Exited => 0x10,
+                };
+                sw.entry(cpu.index() as u32)
+                    .or_default()
+                    .push((e.at, pid(prev), pid(next), st));
+            }
+            EventKind::Waking {
+                cpu, task, target, ..
+            } => wk.entry(cpu.index() as u32).or_default().push((
+                e.at,
+                pid(Some(task)),
+                target.index() as i32,
+            )),
+            _ => {}
+        }
+    }
+    (sw, wk)
+}
+
+#[test]
+fn the_perfetto_trace_decodes_back_to_the_simulators_event_log() {
+    let t = decode(&["split_pair", "--seed", "3"]);
+    let o = sim_log("split_pair", 3);
+    let (sw, wk) = ftrace(&t);
+    let (want_sw, want_wk) = expected(&o, 0, u64::MAX);
+    assert!(
+        want_sw.values().map(Vec::len).sum::<usize>() > 100,
+        "a real run"
+    );
+    assert_eq!(sw, want_sw, "sched_switch per CPU, event for event");
+    assert_eq!(wk, want_wk, "sched_waking per CPU, event for event");
+
+    // Track descriptors: names by uuid.
+    let mut names: BTreeMap<u64, String> = BTreeMap::new();
+    for p in &t.packet {
+        if p.has_track_descriptor() {
+            let d = p.track_descriptor();
+            let n = if d.thread.is_some() {
+                d.thread.thread_name().to_string()
+            } else {
+                d.name().to_string()
+            };
+            names.insert(d.uuid(), n);
+        }
+    }
+    for (id, n) in &o.task_names {
+        assert!(
+            names.values().any(|v| v == n),
+            "thread {id} {n} has a track"
+        );
+    }
+    // Run-queue counters and placement instants, in order.
+    let (mut runq, mut places) = (Vec::new(), Vec::new());
+    for p in &t.packet {
+        if !p.has_track_event() {
+            continue;
+        }
+        let e = p.track_event();
+        let track = &names[&e.track_uuid()];
+        match e.type_() {
+            Type::TYPE_COUNTER if track.starts_with("runq cpu") => runq.push((
+                p.timestamp(),
+                track["runq cpu".len()..].parse::<usize>().unwrap(),
+                e.counter_value(),
+            )),
+            Type::TYPE_INSTANT => places.push((p.timestamp(), e.name().to_string())),
+            _ => {}
+        }
+    }
+    let want_runq: Vec<(u64, usize, i64)> = o
+        .event_log
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::RunQueue { cpu, len } => Some((e.at, cpu.index(), len as i64)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(runq, want_runq, "run-queue counters, sample for sample");
+    let want_places: Vec<(u64, String)> = o
+        .event_log
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Place { reason, .. } => Some((e.at, format!("place {reason}"))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(places, want_places, "one instant per placement decision");
+    assert!(
+        places.iter().any(|(_, n)| n == "place waker_rule"),
+        "the split pair's move is in the trace"
+    );
+}
+
+#[test]
+fn a_window_keeps_only_its_events() {
+    let (from, to) = (20_000u64, 120_000u64);
+    let t = decode(&["split_pair", "--from", "20000", "--to", "120000"]);
+    let (sw, wk) = ftrace(&t);
+    let (want_sw, want_wk) = expected(&sim_log("split_pair", 1), from, to);
+    assert!(!want_sw.is_empty(), "the window holds switches");
+    assert_eq!(sw, want_sw);
+    assert_eq!(wk, want_wk);
+    let (code, _, err) = schedlab(&["trace", "split_pair", "--from", "5", "--to", "5"]);
+    assert_eq!(code, 2, "an empty window is bad input");
+    assert!(err.contains("expected from < to"), "{err}");
+}
+
+#[test]
+fn the_json_event_log_is_the_same_stream() {
+    let (code, out, err) = schedlab(&["trace", "split_pair", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let o = sim_log("split_pair", 1);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), o.event_log.len(), "one line per event");
+    for (line, e) in lines.iter().zip(&o.event_log) {
+        assert_eq!(*line, serde_json::to_string(e).unwrap());
+    }
+}
