@@ -11,7 +11,7 @@ use crate::{rows, topology, Builder, Params, Scenario, ScenarioError};
 pub const CATALOG: &[(&str, &str)] = &[
     ("reqrep", "a request/reply pair, pinned as `placement` says (split | same_llc | same_core), `bytes` each way, `rounds` round trips; rtt_us"),
     ("split_pair", "request/reply started with the client in LLC 0 and the server in LLC 1, neither pinned: moves once into one LLC"),
-    ("server_two_llcs", "one unpinned server on cpu0, a client pinned in LLC 0 and one pinned on cpu9, balancing off, `rounds` each"),
+    ("server_two_llcs", "one unpinned server on cpu0, a client pinned in LLC 0 and one pinned on cpu9, balancing off, `rounds` each; server_moves counts the moves made while both clients run"),
     ("fan_out", "a producer on cpu0 wakes 16 futex waiters for 16 rounds, balancing on: migrations"),
     ("leaving", "7 counted wakes from a thread, then 8 after it begins leaving: the task stays home"),
     ("cs_spinners", "seed-004's selftest on smt-2x2: one SMT pair cookied, two CPU-bound spinners on each sibling; resched_ipis_per_cpu_per_s (`cookies=false`: the control)"),
