@@ -7,7 +7,10 @@
 //!
 //! * per CPU, ftrace `sched_switch` and `sched_waking` events (pid 0 is the
 //!   idle task; a task's pid is its id + 1, its comm its name; priority 120,
-//!   the kernel's for nice 0, for every task);
+//!   the kernel's for nice 0, for every task), and an `ipi_raise` for every
+//!   kick the CPU sends (reason `Rescheduling interrupts`, `Function call
+//!   interrupts` for a mailbox kick, or `Wake from idle`, then ` cpuN`;
+//!   `target_cpus` is a 32-bit mask, empty past cpu31);
 //! * a process tree: one process (pid 1_000_000, the scenario's name) whose
 //!   threads are the tasks;
 //! * track descriptors for that process and each thread, and counter tracks:
@@ -24,6 +27,7 @@ use perfetto_protos::counter_descriptor::CounterDescriptor;
 use perfetto_protos::debug_annotation::DebugAnnotation;
 use perfetto_protos::ftrace_event::FtraceEvent;
 use perfetto_protos::ftrace_event_bundle::FtraceEventBundle;
+use perfetto_protos::ipi::IpiRaiseFtraceEvent;
 use perfetto_protos::process_descriptor::ProcessDescriptor;
 use perfetto_protos::process_tree::{process_tree, ProcessTree};
 use perfetto_protos::sched::{SchedSwitchFtraceEvent, SchedWakingFtraceEvent};
@@ -108,14 +112,26 @@ pub fn run(a: &TraceArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
     let count = |f: fn(&EventKind) -> bool| events.iter().filter(|e| f(&e.kind)).count();
     say!(
-        "{}: {} switches, {} wakings, {} placements, {} bytes; open it at https://ui.perfetto.dev (\"Open trace file\")",
+        "{}: {} switches, {} wakings, {} IPIs and idle kicks, {} placements, {} bytes; open it at https://ui.perfetto.dev (\"Open trace file\")",
         path.display(),
         count(|k| matches!(k, EventKind::Switch { .. })),
         count(|k| matches!(k, EventKind::Waking { .. })),
+        count(|k| matches!(k, EventKind::Kick { .. })),
         count(|k| matches!(k, EventKind::Place { .. })),
         bytes.len()
     );
     Ok(())
+}
+
+/// An `ipi_raise` reason: Linux's for a resched or function-call IPI, ours
+/// for a wake from idle, and the target CPU.
+pub fn ipi_reason(resched: bool, idle: bool, target: usize) -> String {
+    let what = match (idle, resched) {
+        (true, _) => "Wake from idle",
+        (false, true) => "Rescheduling interrupts",
+        (false, false) => "Function call interrupts",
+    };
+    format!("{what} cpu{target}")
 }
 
 fn packet(ts: u64) -> TracePacket {
@@ -255,6 +271,20 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
                 let mut fe = FtraceEvent::new();
                 fe.set_pid(pid(*prev) as u32);
                 fe.set_sched_switch(sw);
+                (cpu.index(), fe)
+            }
+            EventKind::Kick {
+                cpu,
+                target,
+                resched,
+                idle,
+            } => {
+                let mut ipi = IpiRaiseFtraceEvent::new();
+                let t = target.index();
+                ipi.set_target_cpus(if t < 32 { 1u32 << t } else { 0 });
+                ipi.set_reason(ipi_reason(*resched, *idle, t));
+                let mut fe = FtraceEvent::new();
+                fe.set_ipi_raise(ipi);
                 (cpu.index(), fe)
             }
             EventKind::Waking {

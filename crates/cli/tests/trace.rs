@@ -44,10 +44,24 @@ fn decode(args: &[&str]) -> Trace {
     Trace::parse_from_bytes(&bytes).expect("a Perfetto trace that decodes")
 }
 
-/// Per CPU, in order: (time, prev pid, next pid, prev state) and
-/// (time, woken pid, target CPU).
+/// Per CPU, in order: (time, prev pid, next pid, prev state),
+/// (time, woken pid, target CPU) and (time, IPI reason).
 type Switches = BTreeMap<u32, Vec<(u64, i32, i32, i64)>>;
 type Wakings = BTreeMap<u32, Vec<(u64, i32, i32)>>;
+type Ipis = BTreeMap<u32, Vec<(u64, String)>>;
+
+fn ipis(t: &Trace) -> Ipis {
+    let mut out = Ipis::new();
+    for p in t.packet.iter().filter(|p| p.has_ftrace_events()) {
+        let b = p.ftrace_events();
+        for e in b.event.iter().filter(|e| e.has_ipi_raise()) {
+            out.entry(b.cpu())
+                .or_default()
+                .push((e.timestamp(), e.ipi_raise().reason().to_string()));
+        }
+    }
+    out
+}
 
 fn ftrace(t: &Trace) -> (Switches, Wakings) {
     let (mut sw, mut wk) = (Switches::new(), Wakings::new());
@@ -180,6 +194,57 @@ fn the_perfetto_trace_decodes_back_to_the_simulators_event_log() {
         places.iter().any(|(_, n)| n == "place waker_rule"),
         "the split pair's move is in the trace"
     );
+}
+
+/// The storm's IPIs are in the trace, one `ipi_raise` per kick the
+/// simulator logged, with Linux's reason for a resched IPI.
+#[test]
+fn every_kick_is_an_ipi_raise() {
+    let t = decode(&[
+        "cs_spinners",
+        "--param",
+        "protect_on_repick=false",
+        "--seed",
+        "7",
+        "--to",
+        "120000000",
+    ]);
+    let o = {
+        let p = Params::parse(&["protect_on_repick=false".to_string()]).unwrap();
+        let mut s = catalog::build("cs_spinners", None, p).unwrap();
+        s.spec.keep_events = true;
+        Sim::new(&s.spec, 7).run()
+    };
+    let mut want = Ipis::new();
+    for e in o.event_log.iter().filter(|e| e.at < 120_000_000) {
+        if let EventKind::Kick {
+            cpu,
+            target,
+            resched,
+            idle,
+        } = e.kind
+        {
+            let what = match (idle, resched) {
+                (true, _) => "Wake from idle",
+                (false, true) => "Rescheduling interrupts",
+                (false, false) => "Function call interrupts",
+            };
+            want.entry(cpu.index() as u32)
+                .or_default()
+                .push((e.at, format!("{what} cpu{}", target.index())));
+        }
+    }
+    let got = ipis(&t);
+    let resched = got
+        .values()
+        .flatten()
+        .filter(|(_, r)| r.starts_with("Rescheduling"))
+        .count();
+    assert!(
+        resched > 1000,
+        "seed 7 storms in its first 120 ms: {resched} resched IPIs"
+    );
+    assert_eq!(got, want, "ipi_raise per CPU, kick for kick");
 }
 
 #[test]

@@ -35,8 +35,8 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use schedlab_sched::{
-    Config, CpuSched, Delivery, Effects, KickKind, PlaceReason, Shared, Switch, TaskId, TaskSpec,
-    TaskState, Trace,
+    Config, CpuSched, Delivery, Effects, KickKind, KickWhy, PlaceReason, Shared, Switch, TaskId,
+    TaskSpec, TaskState, Trace,
 };
 use schedlab_topology::{CpuId, CpuSet, Level, Topology};
 
@@ -714,6 +714,14 @@ impl Sim {
             self.trace_event(cpu, t);
         }
         for k in &fx.kicks {
+            if self.keep_events {
+                self.event_log(EventKind::Kick {
+                    cpu,
+                    target: k.cpu,
+                    resched: k.why == KickWhy::Resched,
+                    idle: k.kind != KickKind::Ipi,
+                });
+            }
             let lat = match k.kind {
                 KickKind::Ipi => self.spec_cost.ipi_ns,
                 KickKind::WakeFromIdle { depth } => self.spec_cost.wake_from_idle(depth),

@@ -43,6 +43,16 @@ pub enum EventKind {
         target: CpuId,
         parked: bool,
     },
+    /// `cpu` kicks `target`: an IPI (`idle` false) or a wake from idle, to
+    /// `resched` it or to make it read its mailbox.
+    Kick {
+        #[serde(serialize_with = "cpu_index")]
+        cpu: CpuId,
+        #[serde(serialize_with = "cpu_index")]
+        target: CpuId,
+        resched: bool,
+        idle: bool,
+    },
     /// A placement decision made on `cpu`: `task` goes from `from` to `to`.
     Place {
         #[serde(serialize_with = "cpu_index")]
