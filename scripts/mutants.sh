@@ -2,7 +2,8 @@
 # Mutation controls for the scheduler's rule and delivery code (DESIGN.md
 # section 12). Each mutation is a cargo feature of schedlab-sched that breaks
 # one rule (see crates/sched/Cargo.toml); this script turns each on alone,
-# runs the scheduler's host tests and the simulator's seed tests, expects some to go red, and prints
+# runs the scheduler's host tests, the simulator's tests and the CLI's (the
+# suite's claims among them), expects some to go red, and prints
 # mutation -> the tests that went red. Nothing in the tree is edited, so
 # there is nothing to restore. Exits 1 if any mutation leaves every test
 # green.
@@ -36,7 +37,7 @@ for m in "${muts[@]}"; do
   log=$(mktemp)
   # Release: the mask mutant trips debug asserts at once; we want the tests'
   # own assertions to be what goes red.
-  cargo test -p schedlab-sched -p schedlab-scenarios --release --features "schedlab-sched/mutant-$m" --no-fail-fast >"$log" 2>&1
+  cargo test -p schedlab-sched -p schedlab-scenarios -p schedlab --release --features "schedlab-sched/mutant-$m" --no-fail-fast >"$log" 2>&1
   red=$(grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u | tr '\n' ' ')
   if grep -qE '^error: could not compile' "$log"; then
     red="(did not build: $(grep -m1 -E '^error' "$log"))"

@@ -45,7 +45,7 @@
 //! `{ futex_wake = { futex, n } }`, `{ lock = { lock } }`,
 //! `{ unlock = { lock } }`, `{ sleep = NS }`,
 //! `{ random_sleep = { min, max } }`, `{ exp_sleep = { mean } }`, `{ io = NS }`,
-//! `{ spawn = { program } }`, `"join"`, `"exit"`, `"yield"`, `"leave"`,
+//! `{ spawn = { program } }`, `"join"`, `"join_any"`, `"exit"`, `"yield"`, `"leave"`,
 //! `{ loop = { n, body = [...] } }`, `{ lap = { metric } }`,
 //! `{ lap_start = { metric } }`,
 //! `{ count = { metric, n } }`.

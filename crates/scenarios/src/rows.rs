@@ -34,7 +34,9 @@
 //! * `thread.spawn_join.default`: spawn a thread that exits at once, join
 //!   it; 200 times; µs per spawn and join.
 //! * `work.build_shaped.j16`: a parent spawns 16 children at a time that
-//!   compute 300 µs and exit, and joins each; 4 batches; µs for the build.
+//!   compute 200 to 500 µs (child i: 200 + 20 i) and exit, and waits for
+//!   each exit as make does (`join_any`: any child, each exit wakes it);
+//!   4 batches; µs for the build.
 //! * `wake.periodic.idle`, `time.sleep_late.10ms`: one thread sleeps 1 ms
 //!   (100 times) or 10 ms (20 times) on an idle machine; how late it
 //!   wakes, µs (p50).
@@ -113,7 +115,7 @@ pub const ROWS: &[Row] = &[
     row("wake.storm.drain.w16", "µs", Lower, "... 16 waiters at once: per round p50"),
     row("wake.storm.drain.w64", "µs", Lower, "... 64 waiters at once: per round p50"),
     row("thread.spawn_join.default", "µs", Lower, "spawn a thread that exits at once and join it: p50"),
-    row("work.build_shaped.j16", "µs", Lower, "a parent runs 4 batches of 16 children (300 µs each), joining each: the build"),
+    row("work.build_shaped.j16", "µs", Lower, "a parent runs 4 batches of 16 children (200-500 µs each), waiting for each exit: the build"),
     row("wake.periodic.idle", "µs", Lower, "a 1 ms periodic sleep on an idle machine: how late it wakes, p50"),
     row("time.sleep_late.10ms", "µs", Lower, "a 10 ms sleep on an idle machine: how late it wakes, p50"),
     row("fair.nice", "%", Lower, "nice 0 against nice 5 on one CPU: CPU-time ratio off the weights' ratio"),
@@ -416,21 +418,16 @@ pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), Scen
         }
         "work.build_shaped.j16" => {
             let batches: u64 = p.get("batches", 4)?;
-            let work: u64 = p.get("work_ns", 300_000)?;
-            b.program("job", vec![run(work), Op::Exit]);
-            let spawn = Op::Spawn {
-                program: "job".into(),
-            };
+            let mut batch = Vec::new();
+            for i in 0..16u64 {
+                let name = format!("job{i}");
+                b.program(&name, vec![run(200_000 + 20_000 * i), Op::Exit]);
+                batch.push(Op::Spawn { program: name });
+            }
+            batch.push(repeat(16, vec![Op::JoinAny]));
             main_thread(
                 b,
-                vec![
-                    lap_start("build"),
-                    repeat(
-                        batches,
-                        vec![repeat(16, vec![spawn]), repeat(16, vec![Op::Join])],
-                    ),
-                    lap("build"),
-                ],
+                vec![lap_start("build"), repeat(batches, batch), lap("build")],
             );
             b.figure("build_us", p50("build"));
         }

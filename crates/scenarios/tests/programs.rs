@@ -151,3 +151,26 @@ fn a_waking_op_pays_its_syscall_before_its_wake() {
         laps.iter().min().unwrap()
     );
 }
+
+#[test]
+fn join_any_reaps_each_exit_in_turn_and_the_exits_name_no_waker() {
+    let (_, o) = run(&format!(
+        "{HEAD}[programs]\nshort = [{{ run = 10000 }}, \"exit\"]\nlong = [{{ run = 90000 }}, \"exit\"]\n\
+         [[task]]\nname = \"parent\"\ncpu = 0\nprogram = [{{ lap_start = {{ metric = \"all\" }} }}, {{ lap_start = {{ metric = \"first\" }} }}, {{ spawn = {{ program = \"long\" }} }}, {{ spawn = {{ program = \"short\" }} }}, \
+         \"join_any\", {{ lap = {{ metric = \"first\" }} }}, \"join_any\", \"join_any\", {{ lap = {{ metric = \"all\" }} }}]\n"
+    ));
+    let first = o.laps["first"][0];
+    let all = o.laps["all"][0];
+    assert!(
+        (10_000..90_000).contains(&first),
+        "the first join_any returns at the short child's exit, not the long one's: {first} ns"
+    );
+    assert!(
+        all >= 90_000,
+        "the third join_any has no child left and returns: {all} ns"
+    );
+    assert_eq!(
+        o.counters["wakes.counted"], 0,
+        "an exiting child's wake of its parent names no waker (it is leaving)"
+    );
+}

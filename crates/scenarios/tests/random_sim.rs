@@ -42,6 +42,7 @@ fn op(depth: u32) -> BoxedStrategy<Op> {
             program: "child".into()
         }),
         Just(Op::Join),
+        Just(Op::JoinAny),
         Just(Op::Yield),
         Just(Op::Leave),
     ];

@@ -172,6 +172,10 @@ struct SimTask {
     working_set: u64,
     spec: TaskSpec,
     children: Vec<TaskId>,
+    /// The task that spawned it, told of its exit (`join_any`).
+    parent: Option<TaskId>,
+    /// Children that exited and no `join_any` has reaped yet.
+    zombies: Vec<TaskId>,
     /// A reply waiting for this client: (bytes, the CPU it was written on).
     reply: Option<(u64, CpuId)>,
     /// The request this server is serving: its client.
@@ -537,6 +541,8 @@ impl Sim {
                 working_set,
                 spec,
                 children: Vec::new(),
+                parent: None,
+                zombies: Vec::new(),
                 reply: None,
                 serving: None,
                 futex_seen: BTreeMap::new(),
@@ -1353,6 +1359,7 @@ impl Sim {
                 let mut code = Vec::new();
                 flatten(&body, &mut code);
                 self.add_task(child, &format!("{parent}.{program}"), code, ws, spec);
+                self.tasks.get_mut(&child).expect("just added").parent = Some(task);
                 self.tasks
                     .get_mut(&task)
                     .expect("known")
@@ -1369,7 +1376,9 @@ impl Sim {
                     return true;
                 };
                 if self.sh.task_word(child).state == TaskState::Dead {
-                    self.tasks.get_mut(&task).expect("known").children.remove(0);
+                    let st = self.tasks.get_mut(&task).expect("known");
+                    st.children.remove(0);
+                    st.zombies.retain(|&z| z != child);
                     self.next_op(task);
                     return true;
                 }
@@ -1377,6 +1386,19 @@ impl Sim {
                 let returned = fx.switch == Some(Switch::Run(task));
                 self.apply(cpu, fx);
                 returned
+            }
+            Op::JoinAny => {
+                let st = self.tasks.get_mut(&task).expect("known");
+                if let Some(z) = st.zombies.pop() {
+                    st.children.retain(|&c| c != z);
+                    self.next_op(task);
+                    return true;
+                }
+                if st.children.is_empty() {
+                    self.next_op(task);
+                    return true;
+                }
+                self.wait(cpu, task)
             }
             Op::Exit => {
                 self.do_exit(cpu, task);
@@ -1411,6 +1433,15 @@ impl Sim {
             self.out.tasks.entry(st.name.clone()).or_default().exited_at = Some(self.now);
         }
         self.live -= 1;
+        // Its parent hears of the exit (a `join_any` waits for that): as
+        // Linux's exit does, after the thread has begun leaving, so the wake
+        // names no waker.
+        let parent = self.tasks.get(&task).and_then(|t| t.parent);
+        if let Some(p) = parent.filter(|p| self.tasks.get(p).is_some_and(|t| !t.exited)) {
+            self.sched[cpu.index()].begin_leaving();
+            self.tasks.get_mut(&p).expect("checked").zombies.push(task);
+            self.wake(cpu, p);
+        }
         let fx = self.sched[cpu.index()].exit(&self.sh, self.now, self.idle_depth);
         self.hw[cpu.index()].current = None;
         self.apply(cpu, fx);

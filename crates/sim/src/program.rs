@@ -65,8 +65,12 @@ pub enum Op {
     Spawn {
         program: String,
     },
-    /// Wait for the most recently spawned, not yet joined, child.
+    /// Wait for the earliest spawned, not yet joined, child.
     Join,
+    /// Wait for any spawned child to exit (`wait4(-1)`), and reap it; at
+    /// once when one already has, or when no child is left. Each exit wakes
+    /// the waiting parent (a wake posted after the child began leaving).
+    JoinAny,
     Exit,
     Yield,
     /// Repeat the body `n` times.
