@@ -201,6 +201,27 @@ fn split_pair(
     Ok(())
 }
 
+/// Two threads pinned on cpu1 and cpu2 trading turns: `ping` runs its two
+/// ops per round trip (timed), `pong` its two.
+fn pingpong(b: &mut Builder, rounds: u64, ping: [Op; 2], pong: [Op; 2]) {
+    let [p1, p2] = ping;
+    b.task(
+        "ping",
+        1,
+        one(1),
+        TaskSpec::fair(0),
+        vec![repeat(rounds, vec![lap_start("rtt"), p1, p2, lap("rtt")])],
+    );
+    b.task(
+        "pong",
+        2,
+        one(2),
+        TaskSpec::fair(0),
+        vec![repeat(rounds, pong.to_vec())],
+    );
+    b.figure("rtt_us", p50("rtt"));
+}
+
 /// The main thread: starts on a CPU drawn from the seed.
 fn main_thread(b: &mut Builder, program: Vec<Op>) {
     let all = *b.topology().cpus();
@@ -284,58 +305,24 @@ pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), Scen
         }
         "pingpong.pipe.cross_core" => {
             let rounds: u64 = p.get("rounds", 2000)?;
-            let op = |read: bool, pipe: &str| {
-                let pipe = pipe.into();
-                if read {
-                    Op::PipeRead { pipe, bytes: 1 }
-                } else {
-                    Op::PipeWrite { pipe, bytes: 1 }
-                }
+            let w = |pipe: &str| Op::PipeWrite {
+                pipe: pipe.into(),
+                bytes: 1,
             };
-            b.task(
-                "ping",
-                1,
-                one(1),
-                TaskSpec::fair(0),
-                vec![repeat(
-                    rounds,
-                    vec![lap_start("rtt"), op(false, "a"), op(true, "b"), lap("rtt")],
-                )],
-            );
-            b.task(
-                "pong",
-                2,
-                one(2),
-                TaskSpec::fair(0),
-                vec![repeat(rounds, vec![op(true, "a"), op(false, "b")])],
-            );
-            b.figure("rtt_us", p50("rtt"));
+            let r = |pipe: &str| Op::PipeRead {
+                pipe: pipe.into(),
+                bytes: 1,
+            };
+            pingpong(b, rounds, [w("a"), r("b")], [r("a"), w("b")]);
         }
         "pingpong.futex.cross_core" => {
             let rounds: u64 = p.get("rounds", 2000)?;
-            b.task(
-                "ping",
-                1,
-                one(1),
-                TaskSpec::fair(0),
-                vec![repeat(
-                    rounds,
-                    vec![
-                        lap_start("rtt"),
-                        futex_wake("a", 1),
-                        futex_wait("b"),
-                        lap("rtt"),
-                    ],
-                )],
+            pingpong(
+                b,
+                rounds,
+                [futex_wake("a", 1), futex_wait("b")],
+                [futex_wait("a"), futex_wake("b", 1)],
             );
-            b.task(
-                "pong",
-                2,
-                one(2),
-                TaskSpec::fair(0),
-                vec![repeat(rounds, vec![futex_wait("a"), futex_wake("b", 1)])],
-            );
-            b.figure("rtt_us", p50("rtt"));
         }
         n if n.starts_with("wake.storm.call.") => {
             let w = width(n);
