@@ -58,9 +58,7 @@ fn policy_params(p: &str) -> Result<Vec<String>, Failure> {
 
 fn build(row: &Row, topology: &str, policy: &[String]) -> Result<Scenario, Failure> {
     let p = Params::parse(policy).map_err(|e| Failure::Input(e.0))?;
-    let mut s = catalog::build(row.name, Some(topology), p).map_err(|e| Failure::Input(e.0))?;
-    s.spec.check_invariants = false;
-    Ok(s)
+    catalog::build(row.name, Some(topology), p).map_err(|e| Failure::Input(e.0))
 }
 
 pub fn run(a: &SuiteArgs) -> Result<(), Failure> {

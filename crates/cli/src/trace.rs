@@ -19,7 +19,7 @@
 //! * an instant on the task's thread track for every placement decision:
 //!   `place <reason>`, with the deciding CPU, from and to as annotations.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use clap::Args;
@@ -233,14 +233,14 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
             &mut first,
         ));
     }
-    let streaked: BTreeMap<u32, ()> = events
+    let streaked: BTreeSet<u32> = events
         .iter()
         .filter_map(|e| match e.kind {
-            EventKind::Streak { task, .. } => Some((task.0, ())),
+            EventKind::Streak { task, .. } => Some(task.0),
             _ => None,
         })
         .collect();
-    for &id in streaked.keys() {
+    for &id in &streaked {
         let name = format!("streak {}", comm(Some(schedlab_sim::sched::TaskId(id))));
         trace.packet.push(counter(
             streak_uuid(id),

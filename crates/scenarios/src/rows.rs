@@ -151,7 +151,7 @@ fn lap_start(metric: &str) -> Op {
     }
 }
 
-/// The LLC of `cpu` and a CPU set of another LLC (the pair's two sides).
+/// The machine's first two LLCs, a split pair's two sides.
 fn split_sides(b: &Builder) -> Result<(CpuSet, CpuSet), ScenarioError> {
     let t = b.topology();
     let llcs = t.llcs();

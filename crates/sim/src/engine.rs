@@ -232,7 +232,8 @@ pub struct Outcome {
     /// The scheduler's counters per CPU, in CPU order (IPIs are counted by
     /// the CPU that sends them).
     pub cpu_counters: Vec<schedlab_sched::Counters>,
-    /// Per task name: (migrations, moves by reason, final CPU).
+    /// Per task name: migrations, moves with their times and reasons, exit
+    /// time, final CPU, CPU time.
     pub tasks: BTreeMap<String, TaskOutcome>,
     pub busy_ns: Vec<u64>,
     pub log: Vec<String>,
@@ -246,7 +247,6 @@ pub struct Outcome {
 #[derive(Clone, Debug, Default)]
 pub struct TaskOutcome {
     pub migrations: u64,
-    pub moves: BTreeMap<&'static str, u64>,
     /// When each move happened, and why.
     pub moved_at: Vec<(u64, &'static str)>,
     /// When the task exited.
@@ -790,7 +790,6 @@ impl Sim {
             if reason != PlaceReason::Home && from != to {
                 if let Some(st) = self.tasks.get(&task) {
                     let o = self.out.tasks.entry(st.name.clone()).or_default();
-                    *o.moves.entry(reason.name()).or_default() += 1;
                     o.moved_at.push((self.now, reason.name()));
                 }
             }
