@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use schedlab_scenarios::{catalog, file, Params, Scenario};
-use schedlab_sim::{first_divergence, Outcome, Sim};
+use schedlab_sim::{first_divergence, Outcome, Registry, Sim};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -20,7 +20,8 @@ pub struct Common {
     /// The machine (a preset name); built-ins default to amd-2x8.
     #[arg(long, value_name = "T")]
     pub(crate) topology: Option<String>,
-    /// The placement policy: home or waker-streak.
+    /// The placement policy: home, waker-streak, waker-streak:K, or any
+    /// name `schedlab policies` lists.
     #[arg(long, value_name = "POLICY")]
     pub(crate) policy: Option<String>,
     /// A parameter, name=value (repeatable).
@@ -108,12 +109,14 @@ struct ShardResult {
 
 const SHARD_FORMAT: &str = "schedlab-sweep-shard/1";
 
-pub fn build(c: &Common, params: &[String]) -> Result<Scenario, Failure> {
+pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, Failure> {
     let mut all = params.to_vec();
     if let Some(p) = &c.policy {
         all.push(format!("policy={p}"));
     }
-    let p = Params::parse(&all).map_err(|e| Failure::Input(e.0))?;
+    let p = Params::parse(&all)
+        .map_err(|e| Failure::Input(e.0))?
+        .with_registry(reg.clone());
     let mut s = if c.scenario.ends_with(".toml") {
         if c.topology.is_some() {
             return Err(Failure::Input(
@@ -152,7 +155,7 @@ fn num(v: f64) -> Value {
     }
 }
 
-pub fn run(a: &RunArgs) -> Result<(), Failure> {
+pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
     if a.list || a.common.scenario.is_empty() {
         for (n, what) in catalog::CATALOG {
             say!("{n:16} {what}");
@@ -169,7 +172,7 @@ pub fn run(a: &RunArgs) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let s = build(&a.common, &a.common.params)?;
+    let s = build(&a.common, &a.common.params, reg)?;
     let seeds: Vec<u64> = match (a.seed, a.seeds) {
         (Some(s), _) => vec![s],
         (None, Some(n)) => (1..=n).collect(),
@@ -189,7 +192,7 @@ pub fn run(a: &RunArgs) -> Result<(), Failure> {
         );
     }
     let outs = run_seeds(&s, &seeds, jobs(&a.common));
-    let policy = s.spec.config.placement.name();
+    let policy = s.spec.policy.name();
     if a.common.json {
         let runs: Vec<Value> = outs
             .iter()
@@ -297,14 +300,14 @@ fn parse_shard(s: &str) -> Result<(usize, usize), Failure> {
     Ok((i, n))
 }
 
-pub fn sweep(a: &SweepArgs) -> Result<(), Failure> {
+pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
     let (key, values, fixed) = swept(&a.common.params)?;
     let scenarios: Vec<Scenario> = values
         .iter()
         .map(|v| {
             let mut ps = fixed.clone();
             ps.push(format!("{key}={v}"));
-            build(&a.common, &ps)
+            build(&a.common, &ps, reg)
         })
         .collect::<Result<_, _>>()?;
     let names: Vec<String> = scenarios[0]

@@ -8,7 +8,7 @@ use clap::Args;
 use schedlab_scenarios::rows::{Row, ROWS};
 use schedlab_scenarios::suite::{range, summary, RowResult, ALPHA};
 use schedlab_scenarios::{catalog, Params, Scenario};
-use schedlab_sim::Sim;
+use schedlab_sim::{Registry, Sim};
 use serde_json::{json, Value};
 use wildmatch::WildMatch;
 
@@ -19,7 +19,7 @@ pub struct SuiteArgs {
     /// The machine (a preset name).
     #[arg(long, value_name = "T", default_value = "amd-2x8")]
     topology: String,
-    /// The base side's placement: home, waker-streak or waker-streak:K.
+    /// The base side's placement policy (`schedlab policies` lists them).
     #[arg(long, value_name = "POLICY", default_value = "home")]
     base: String,
     /// The head side's placement.
@@ -45,23 +45,25 @@ pub struct SuiteArgs {
     jobs: Option<usize>,
 }
 
-/// A policy name as `--param`s: `home`, `waker-streak`, `waker-streak:K`.
-fn policy_params(p: &str) -> Result<Vec<String>, Failure> {
-    match p.split_once(':') {
-        None if p == "home" || p == "waker-streak" => Ok(vec![format!("policy={p}")]),
-        Some(("waker-streak", k)) if k.parse::<u8>().is_ok() => Ok(vec![format!("waker_run={k}")]),
-        _ => Err(Failure::Input(format!(
-            "policy {p:?}: expected home, waker-streak or waker-streak:K"
-        ))),
-    }
+/// A policy name as `--param`s, checked against the registry.
+fn policy_params(p: &str, reg: &Registry) -> Result<Vec<String>, Failure> {
+    reg.resolve(p).map_err(Failure::Input)?;
+    Ok(vec![format!("policy={p}")])
 }
 
-fn build(row: &Row, topology: &str, policy: &[String]) -> Result<Scenario, Failure> {
-    let p = Params::parse(policy).map_err(|e| Failure::Input(e.0))?;
+fn build(
+    row: &Row,
+    topology: &str,
+    policy: &[String],
+    reg: &Registry,
+) -> Result<Scenario, Failure> {
+    let p = Params::parse(policy)
+        .map_err(|e| Failure::Input(e.0))?
+        .with_registry(reg.clone());
     catalog::build(row.name, Some(topology), p).map_err(|e| Failure::Input(e.0))
 }
 
-pub fn run(a: &SuiteArgs) -> Result<(), Failure> {
+pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
     if a.seeds == 0 {
         return Err(Failure::Input("--seeds: expected at least 1".into()));
     }
@@ -77,12 +79,12 @@ pub fn run(a: &SuiteArgs) -> Result<(), Failure> {
             ROWS.iter().map(|r| r.name).collect::<Vec<_>>().join(", ")
         )));
     }
-    let sides = [policy_params(&a.base)?, policy_params(&a.head)?];
+    let sides = [policy_params(&a.base, reg)?, policy_params(&a.head, reg)?];
     // One scenario per (row, side); one run per (row, side, seed).
     let mut scenarios = Vec::new();
     for r in &rows {
         for side in &sides {
-            scenarios.push(build(r, &a.topology, side)?);
+            scenarios.push(build(r, &a.topology, side, reg)?);
         }
     }
     let work: Vec<(usize, u64)> = (0..scenarios.len())

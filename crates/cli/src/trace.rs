@@ -37,7 +37,7 @@ use perfetto_protos::trace_packet::{trace_packet, TracePacket};
 use perfetto_protos::track_descriptor::TrackDescriptor;
 use perfetto_protos::track_event::{track_event, TrackEvent};
 use protobuf::{Message, MessageField};
-use schedlab_sim::{Event, EventKind, Outcome, PrevState, Sim};
+use schedlab_sim::{Event, EventKind, Outcome, PrevState, Registry, Sim};
 
 use crate::run::{build, Common};
 use crate::Failure;
@@ -82,8 +82,8 @@ pub fn prev_state_bits(s: PrevState) -> i64 {
     }
 }
 
-pub fn run(a: &TraceArgs) -> Result<(), Failure> {
-    let mut s = build(&a.common, &a.common.params)?;
+pub fn run(a: &TraceArgs, reg: &Registry) -> Result<(), Failure> {
+    let mut s = build(&a.common, &a.common.params, reg)?;
     s.spec.keep_events = true;
     let o = Sim::new(&s.spec, a.seed).run();
     let (from, to) = (a.from.unwrap_or(0), a.to.unwrap_or(u64::MAX));

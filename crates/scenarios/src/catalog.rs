@@ -1,7 +1,7 @@
 //! The built-in scenarios: the seed's cases (seeds/000) and the rows they
 //! are measured by. Each reads its own parameters and the common ones.
 
-use schedlab_sim::sched::{Balance, Placement, TaskSpec};
+use schedlab_sim::sched::{Balance, TaskSpec};
 use schedlab_sim::{Figure, Op};
 use schedlab_topology::{CpuSet, Level, Topology, DEFAULT_PRESET};
 
@@ -27,7 +27,6 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, ScenarioError> {
     let t = topology(topo.unwrap_or(DEFAULT_PRESET))?;
     let mut b = Builder::new(name, t);
-    b.config().placement = Placement::waker_streak();
     match name {
         "reqrep" => reqrep(&mut b, &mut p)?,
         "split_pair" => split_pair(&mut b, &mut p)?,

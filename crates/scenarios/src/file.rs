@@ -11,8 +11,8 @@
 //! preset = "amd-2x8"             # or [topology.shape] / [[topology.node]]
 //!
 //! [policy]                       # all optional
-//! placement = "waker-streak"     # or "home"
-//! waker_run = 8
+//! placement = "waker-streak"     # any policy name: "home", "waker-streak:4", ...
+//! waker_run = 8                  # with waker-streak: its run
 //! spawn = "near"                 # or "rotate"
 //! balance = true
 //! protect_on_repick = true
@@ -53,7 +53,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use schedlab_sim::sched::{Balance, Placement, SpawnPolicy, TaskSpec};
+use schedlab_sim::sched::{Balance, SpawnPolicy, TaskSpec};
 use schedlab_sim::{CostModel, Figure, Op};
 use schedlab_topology::read::{line_column, toml_error, ReadError, TopologySpec};
 use schedlab_topology::{parse_cpulist, CpuSet};
@@ -163,32 +163,25 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
         b.cost(c);
     }
     let pol = &spec.policy;
-    let k = pol.waker_run.unwrap_or(schedlab_sim::sched::WAKER_RUN);
-    b.config().placement = match pol
-        .placement
-        .as_ref()
-        .map(|s| (s.get_ref().as_str(), s.span().start))
-    {
-        None | Some(("waker-streak", _)) => Placement::WakerStreak { waker_run: k },
-        Some(("home", _)) => Placement::Home,
-        Some((o, off)) => {
-            return Err(at(
-                off,
-                format!("expected placement \"home\" or \"waker-streak\", found {o:?}"),
-            ))
-        }
+    let (name, off) = match &pol.placement {
+        Some(s) => (s.get_ref().clone(), s.span().start),
+        None => ("waker-streak".to_string(), 0),
     };
+    let name = match pol.waker_run {
+        Some(k) if name == "waker-streak" => format!("waker-streak:{k}"),
+        _ => name,
+    };
+    b.policy(
+        params
+            .registry()
+            .resolve(&name)
+            .map_err(|e| at(off, format!("placement: {e}")))?,
+    );
     if let Some(s) = &pol.spawn {
-        b.config().spawn = match s.get_ref().as_str() {
-            "near" => SpawnPolicy::Near,
-            "rotate" => SpawnPolicy::Rotate,
-            o => {
-                return Err(at(
-                    s.span().start,
-                    format!("expected spawn \"near\" or \"rotate\", found {o:?}"),
-                ))
-            }
-        };
+        b.config().spawn = s
+            .get_ref()
+            .parse::<SpawnPolicy>()
+            .map_err(|e| at(s.span().start, e.0))?;
     }
     if let Some(on) = pol.balance {
         b.config().balance = if on { Balance::ON } else { Balance::OFF };

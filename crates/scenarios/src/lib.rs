@@ -6,8 +6,9 @@
 //! built-in.
 //!
 //! Every scenario takes the common parameters (`--param k=v`):
-//! `policy` (`home` | `waker-streak`), `waker_run` (implies
-//! `waker-streak`), `spawn` (`near` | `rotate`), `balance` (`on` | `off`),
+//! `policy` (a name the registry knows: `home`, `waker-streak`,
+//! `waker-streak:K`, or a user's own), `waker_run` (implies
+//! `waker-streak:K`), `spawn` (`near` | `rotate`), `balance` (`on` | `off`),
 //! `protect_on_repick` (`true` | `false`), `run_ms`, `idle_depth`, `cost`
 //! (a cost preset: `default` | `guest`); and its
 //! own, listed by `schedlab run --list`.
@@ -16,8 +17,8 @@
 
 use std::collections::BTreeMap;
 
-use schedlab_sim::sched::{Balance, Config, Placement, SpawnPolicy, TaskSpec};
-use schedlab_sim::{CostModel, Figure, Op, SimSpec, TaskDef};
+use schedlab_sim::sched::{Balance, Config, SpawnPolicy, TaskSpec, WAKER_RUN};
+use schedlab_sim::{CostModel, Figure, Op, PolicyRef, Registry, SimSpec, TaskDef};
 use schedlab_topology::{preset, CpuId, CpuSet, Topology};
 
 pub mod catalog;
@@ -51,11 +52,12 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// `--param` values, consumed as a scenario reads them, so that an unknown
-/// one is an error.
+/// one is an error; and the registry policy names resolve in.
 #[derive(Clone, Debug, Default)]
 pub struct Params {
     given: BTreeMap<String, String>,
     used: BTreeMap<String, String>,
+    registry: Registry,
 }
 
 impl Params {
@@ -63,7 +65,18 @@ impl Params {
         Params {
             given: pairs.into_iter().collect(),
             used: BTreeMap::new(),
+            registry: Registry::builtin(),
         }
+    }
+
+    /// Resolve policy names in `registry` (the built-ins by default).
+    pub fn with_registry(mut self, registry: Registry) -> Params {
+        self.registry = registry;
+        self
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// Parses `k=v` strings.
@@ -140,6 +153,7 @@ impl Builder {
             spec: SimSpec {
                 topology,
                 config,
+                policy: PolicyRef::default(),
                 cost: CostModel::default(),
                 idle_depth: 0,
                 programs: BTreeMap::new(),
@@ -162,6 +176,12 @@ impl Builder {
 
     pub fn config(&mut self) -> &mut Config {
         &mut self.spec.config
+    }
+
+    /// The placement policy every CPU runs.
+    pub fn policy(&mut self, p: PolicyRef) -> &mut Self {
+        self.spec.policy = p;
+        self
     }
 
     pub fn cost(&mut self, cost: CostModel) -> &mut Self {
@@ -227,39 +247,27 @@ impl Builder {
 
     /// Reads the common parameters into the config.
     pub fn common(&mut self, p: &mut Params) -> Result<&mut Self, ScenarioError> {
-        let default_policy = self.spec.config.placement.name().to_string();
-        let policy: String = p.get("policy", default_policy)?;
-        let default_k = match self.spec.config.placement {
-            Placement::WakerStreak { waker_run } => waker_run,
-            Placement::Home => schedlab_sim::sched::WAKER_RUN,
+        let current = self.spec.policy.name().to_string();
+        let policy: String = p.get("policy", current.clone())?;
+        // The run of the current policy when it is waker-streak:K.
+        let default_k = match current.split_once(':') {
+            Some(("waker-streak", k)) => k.parse().unwrap_or(WAKER_RUN),
+            _ => WAKER_RUN,
         };
         let k: u8 = p.get("waker_run", default_k)?;
-        self.spec.config.placement = match policy.as_str() {
-            _ if p.is_set("waker_run") => Placement::WakerStreak { waker_run: k },
-            "home" => Placement::Home,
-            "waker-streak" => Placement::WakerStreak { waker_run: k },
-            other => {
-                return Err(ScenarioError(format!(
-                    "policy {other:?}: expected home or waker-streak"
-                )))
-            }
+        let name = if p.is_set("waker_run") {
+            format!("waker-streak:{k}")
+        } else {
+            policy
         };
-        let spawn: String = p.get(
-            "spawn",
-            match self.spec.config.spawn {
-                SpawnPolicy::Near => "near".to_string(),
-                SpawnPolicy::Rotate => "rotate".to_string(),
-            },
-        )?;
-        self.spec.config.spawn = match spawn.as_str() {
-            "near" => SpawnPolicy::Near,
-            "rotate" => SpawnPolicy::Rotate,
-            o => {
-                return Err(ScenarioError(format!(
-                    "spawn {o:?}: expected near or rotate"
-                )))
-            }
-        };
+        if name != current {
+            let r = p.registry().resolve(&name).map_err(ScenarioError)?;
+            self.spec.policy = r;
+        }
+        let spawn: String = p.get("spawn", self.spec.config.spawn.to_string())?;
+        self.spec.config.spawn = spawn
+            .parse::<SpawnPolicy>()
+            .map_err(|e| ScenarioError(e.0))?;
         let bal = p.get_bool(
             "balance",
             self.spec.config.balance.newidle || self.spec.config.balance.periodic,

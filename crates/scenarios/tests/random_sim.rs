@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 use schedlab_scenarios::Builder;
-use schedlab_sim::sched::{Balance, Placement, TaskSpec};
+use schedlab_sim::sched::{Balance, BuiltinPolicy, OnWaker, TaskSpec, WakerStreakRule};
+use schedlab_sim::PolicyRef;
 use schedlab_sim::{Op, Sim};
 use schedlab_topology::{CpuId, CpuSet, Shape, Siblings};
 
@@ -69,7 +70,13 @@ proptest! {
             siblings: if split { Siblings::Split } else { Siblings::Adjacent } }.build("random").unwrap();
         let n = topo.num_cpus();
         let mut b = Builder::new("random", topo);
-        b.config().placement = if k == 0 { Placement::Home } else { Placement::WakerStreak { waker_run: k } };
+        // k = 0 is home; an odd k runs the rule decided on the waker's CPU
+        // (one hop), an even k on the owner (two).
+        b.policy(match k {
+            0 => BuiltinPolicy::Home.into(),
+            k if k % 2 == 1 => PolicyRef::new("waker-streak@waker", OnWaker(WakerStreakRule { waker_run: k })),
+            k => BuiltinPolicy::WakerStreak { waker_run: k }.into(),
+        });
         b.config().balance = if balance { Balance::ON } else { Balance::OFF };
         b.run_ns(20_000_000);
         b.program("child", vec![Op::Run(10_000), Op::Exit]);

@@ -1,4 +1,4 @@
-//! The wake placement decision (DESIGN.md section 13), on amd-2x8 (16 CPUs,
+//! The wake placement decision (docs/ARCHITECTURE.md, speed), on amd-2x8 (16 CPUs,
 //! LLCs of 8), genoa-96 (192 CPUs, LLCs of 16) and max-1024 (LLCs of 16):
 //!
 //! * `decide_stay`: a parked wake from the task's own LLC: the streak count
@@ -14,10 +14,11 @@
 //! `cargo bench -p schedlab-sched --bench wake`
 
 use divan::{black_box, Bencher};
-use schedlab_sched::policy::{AnyPolicy, WakeCx, WakePolicy};
+use schedlab_sched::policy::Decision;
 use schedlab_sched::testhost::TestHost;
 use schedlab_sched::{
-    Balance, Config, Effects, Placement, Shared, Task, TaskId, TaskSpec, WakeCause, WAKER_RUN,
+    Balance, Config, CpuSched, Effects, Home, Policy, Shared, Task, TaskId, TaskSpec, Wake,
+    WakeCause, WakerStreak, WakerStreakRule, WAKER_RUN,
 };
 use schedlab_topology::{preset, CpuId, CpuSet};
 
@@ -26,16 +27,18 @@ const MACHINES: &[&str] = &["amd-2x8", "genoa-96", "max-1024"];
 fn main() {
     eprintln!(
         "memory: Task (owned, travels with the task) {} B; shared per task slot {} B; shared per CPU {} B; CpuSched (owned, empty) {} B",
-        std::mem::size_of::<Task>(),
-        Shared::BYTES_PER_TASK_SLOT,
-        Shared::BYTES_PER_CPU,
-        std::mem::size_of::<schedlab_sched::CpuSched>(),
+        std::mem::size_of::<Task<WakerStreak>>(),
+        Shared::<WakerStreak>::BYTES_PER_TASK_SLOT,
+        Shared::<WakerStreak>::BYTES_PER_CPU,
+        std::mem::size_of::<CpuSched<WakerStreakRule>>(),
     );
     divan::main();
 }
 
 struct Fixture {
-    h: TestHost,
+    h: TestHost<Home>,
+    /// The parked task's entity, as the deciding CPU holds it.
+    parked: Task<WakerStreak>,
     task: TaskId,
     home: CpuId,
     near_waker: CpuId,
@@ -49,14 +52,13 @@ struct Fixture {
 fn fixture(name: &str, crowd: bool) -> Fixture {
     let topo = preset(name).unwrap();
     let mut cfg = Config::for_topology(&topo);
-    cfg.placement = Placement::Home;
     cfg.balance = Balance::OFF;
     let llc0 = topo.llcs()[0].cpus;
     let llc1 = topo.llcs()[1].cpus;
     let home = llc1.first().unwrap();
     let far_waker = llc0.first().unwrap();
     let near_waker = llc1.iter().nth(2).unwrap();
-    let mut h = TestHost::new(topo, cfg);
+    let mut h = TestHost::new(topo, cfg, Home);
     let task = h.spawn(home, TaskSpec::fair(0));
     assert_eq!(h.cpu_of(task), home);
     h.block(home);
@@ -75,8 +77,10 @@ fn fixture(name: &str, crowd: bool) -> Fixture {
             }
         }
     }
+    let parked = h.sh.parked_task(task).expect("parked");
     Fixture {
         h,
+        parked,
         task,
         home,
         near_waker,
@@ -84,54 +88,51 @@ fn fixture(name: &str, crowd: bool) -> Fixture {
     }
 }
 
-fn decide(f: &Fixture, policy: &AnyPolicy, waker: CpuId) -> schedlab_sched::policy::Decision {
-    let task: &Task = f.h.cpus[f.home.index()].task(f.task).unwrap();
-    let mut streak = task.streak();
+fn decide(f: &Fixture, policy: &mut WakerStreakRule, waker: CpuId) -> Decision {
+    let mut streak = *f.parked.state();
     streak.observe(f.h.sh.topology().llc_id(waker));
     black_box(streak);
-    let cx = WakeCx {
-        shared: &f.h.sh,
-        home: f.home,
-        home_busy: false,
+    let m = f.h.sh.machine(f.home, 0);
+    let wake = Wake {
+        task: f.task,
+        prev: f.home,
+        prev_busy: false,
         cause: WakeCause::from(waker),
     };
-    policy.place(&cx, task)
+    policy.place(&m, &wake, &f.parked)
 }
 
 #[divan::bench(args = MACHINES)]
 fn decide_stay(b: Bencher, name: &str) {
     let f = fixture(name, false);
-    let p = AnyPolicy::of(&Placement::waker_streak());
-    assert_eq!(
-        decide(&f, &p, f.near_waker),
-        schedlab_sched::policy::Decision::Stay
-    );
-    b.bench_local(|| decide(black_box(&f), &p, black_box(f.near_waker)));
+    let mut p = WakerStreakRule::default();
+    assert_eq!(decide(&f, &mut p, f.near_waker), Decision::Stay);
+    b.bench_local(|| decide(black_box(&f), &mut p, black_box(f.near_waker)));
 }
 
 #[divan::bench(args = MACHINES)]
 fn decide_move_first(b: Bencher, name: &str) {
     let f = fixture(name, false);
-    let p = AnyPolicy::of(&Placement::waker_streak());
+    let mut p = WakerStreakRule::default();
     assert!(matches!(
-        decide(&f, &p, f.far_waker),
-        schedlab_sched::policy::Decision::Send(..)
+        decide(&f, &mut p, f.far_waker),
+        Decision::Send(..)
     ));
-    b.bench_local(|| decide(black_box(&f), &p, black_box(f.far_waker)));
+    b.bench_local(|| decide(black_box(&f), &mut p, black_box(f.far_waker)));
 }
 
 #[divan::bench(args = MACHINES)]
 fn decide_move_scan(b: Bencher, name: &str) {
     let f = fixture(name, true);
-    let p = AnyPolicy::of(&Placement::waker_streak());
-    let d = decide(&f, &p, f.far_waker);
+    let mut p = WakerStreakRule::default();
+    let d = decide(&f, &mut p, f.far_waker);
     let llc0 = f.h.sh.topology().llcs()[0].cpus;
     let last = llc0.iter_from(f.far_waker).last().unwrap();
     assert_eq!(
         d,
-        schedlab_sched::policy::Decision::Send(last, schedlab_sched::PlaceReason::WakerRule)
+        Decision::Send(last, schedlab_sched::PlaceReason::WakerRule)
     );
-    b.bench_local(|| decide(black_box(&f), &p, black_box(f.far_waker)));
+    b.bench_local(|| decide(black_box(&f), &mut p, black_box(f.far_waker)));
 }
 
 #[divan::bench(args = MACHINES)]
@@ -141,10 +142,10 @@ fn wake_cycle(b: Bencher, name: &str) {
     let (home, task) = (f.home, f.task);
     b.bench_local(|| {
         let h = &mut f.h;
-        let _ = h.sh.deliver(task, cause, Some(f.near_waker));
+        let _ = h.sh.post_wake_for_bench(task, cause, f.near_waker);
         h.cpus[home.index()].take_mail_for_bench(&h.sh);
         let mut fx = Effects::default();
-        h.cpus[home.index()].handle_wake(&h.sh, task, cause, 0, &mut fx);
+        h.cpus[home.index()].handle_wake_for_bench(&h.sh, task, cause, 0, &mut fx);
         h.cpus[home.index()].repark(&h.sh, task);
         let _ = black_box(fx);
     });

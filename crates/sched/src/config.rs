@@ -1,47 +1,12 @@
-//! A machine's scheduling policy: placement, spawn placement, balancing and
-//! the fair band's switches. Chosen once per machine; every CPU reads it.
+//! A machine's scheduling switches: spawn placement, balancing, the fair
+//! band's switches and core scheduling. Chosen once per machine; every CPU
+//! reads it. The wake placement policy is not here: it is a type the
+//! scheduler is generic over (`policy`).
 
 use schedlab_topology::Topology;
 
 use crate::fair::FairConfig;
-use crate::streak::WAKER_RUN;
-
-/// Where a parked task's wake places it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Placement {
-    /// The seed's base: back to the CPU it parked on, or a wake forward to a
-    /// sleeping CPU near home when home is busy. No rule.
-    Home,
-    /// `Home`, plus the waker-streak rule with a run of `waker_run`.
-    WakerStreak { waker_run: u8 },
-}
-
-impl Placement {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Placement::Home => "home",
-            Placement::WakerStreak { .. } => "waker-streak",
-        }
-    }
-
-    /// The rule with the seed's run, [`WAKER_RUN`].
-    pub const fn waker_streak() -> Placement {
-        Placement::WakerStreak {
-            waker_run: WAKER_RUN,
-        }
-    }
-}
-
-/// Where a new task starts.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum SpawnPolicy {
-    /// The seed's base: the shallowest of the equal free-core sleepers, in a
-    /// rotation over all CPUs that ignores LLCs.
-    Rotate,
-    /// A free core in the spawner's LLC, then its node, then anywhere; then
-    /// any sleeping CPU in that order; else the spawner's CPU.
-    Near,
-}
+pub use crate::policy::SpawnPolicy;
 
 /// Load balancing.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -74,22 +39,19 @@ impl Balance {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Config {
-    pub placement: Placement,
     pub spawn: SpawnPolicy,
     pub balance: Balance,
     pub fair: FairConfig,
-    /// Core scheduling (DESIGN.md section 7): SMT siblings run only tasks
+    /// Core scheduling (docs/ARCHITECTURE.md, core scheduling): SMT siblings run only tasks
     /// of one cookie at a time. Linux turns it on once any task has a
     /// cookie; hosts do the same.
     pub core_sched: bool,
 }
 
 impl Config {
-    /// The defaults for a machine: the waker-streak rule at [`WAKER_RUN`],
-    /// `near` spawns, balancing on, Linux's fair defaults for its size.
+    /// The defaults for a machine: `near` spawns, balancing on, Linux's fair defaults for its size.
     pub fn for_topology(topo: &Topology) -> Config {
         Config {
-            placement: Placement::waker_streak(),
             spawn: SpawnPolicy::Near,
             balance: Balance::ON,
             fair: FairConfig::for_cpus(topo.num_cpus()),

@@ -1,5 +1,5 @@
 //! Core scheduling: the SMT siblings of one core run tasks of one cookie at
-//! a time, or idle (DESIGN.md section 7). The pick is core-wide, written
+//! a time, or idle (docs/ARCHITECTURE.md, core scheduling). The pick is core-wide, written
 //! after Linux's `pick_next_task()` under CONFIG_SCHED_CORE
 //! (kernel/sched/core.c), with `pick_task_fair()`, `update_curr()`,
 //! `set_next_entity()`/`set_protect_slice()` (kernel/sched/fair.c) and
@@ -353,7 +353,7 @@ impl CoreState {
                 CorePick::Task(t) => s.view.running.is_some_and(|r| r.id == t),
                 CorePick::Idle => s.view.curr.is_none(),
             };
-            if same && !cfg!(feature = "mutant-pick-left-always") {
+            if same {
                 s.pick = None;
             } else {
                 s.pick = Some(pick);

@@ -35,6 +35,7 @@ pub enum KickWhy {
 }
 
 /// Kick `cpu`: an IPI or a wake from idle.
+#[must_use = "a kick must be sent, or the CPU sleeps on its message"]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Kick {
     pub cpu: CpuId,
@@ -68,6 +69,9 @@ pub enum PlaceReason {
     Balance,
     /// A new task's first CPU.
     Spawn,
+    /// A policy of its own, with its own reason (a policy outside this
+    /// crate names its decisions this way).
+    Custom(&'static str),
 }
 
 impl PlaceReason {
@@ -80,6 +84,27 @@ impl PlaceReason {
             PlaceReason::Steal => "steal",
             PlaceReason::Balance => "balance",
             PlaceReason::Spawn => "spawn",
+            PlaceReason::Custom(r) => r,
+        }
+    }
+
+    /// A stable number for hashing a trace.
+    pub fn code(self) -> u32 {
+        match self {
+            PlaceReason::Home => 0,
+            PlaceReason::Forward => 1,
+            PlaceReason::WakerRule => 2,
+            PlaceReason::Affinity => 3,
+            PlaceReason::Steal => 4,
+            PlaceReason::Balance => 5,
+            PlaceReason::Spawn => 6,
+            PlaceReason::Custom(r) => {
+                // FNV-1a of the name, kept clear of the built-in codes.
+                let h = r.bytes().fold(0x811c_9dc5u32, |h, b| {
+                    (h ^ b as u32).wrapping_mul(0x0100_0193)
+                });
+                h | 0x8000_0000
+            }
         }
     }
 }
@@ -93,10 +118,13 @@ pub enum Trace {
         cause: WakeCause,
         delivery: Delivery,
     },
-    /// The owner counted a parked wake.
+    /// The deciding CPU counted a parked wake that names a waker: the
+    /// policy's state for the task after it (`bits`), and that state as a
+    /// waker streak when it is one.
     Counted {
         task: TaskId,
-        streak: WakerStreak,
+        bits: u64,
+        streak: Option<WakerStreak>,
     },
     /// The task was placed on `cpu` (here, or sent there).
     Place {
@@ -184,6 +212,8 @@ counters! {
     moves_balance => "moves.balance",
     moves_spawn => "moves.spawn",
     moves_affinity => "moves.affinity",
+    /// Moves a policy of its own made (`PlaceReason::Custom`).
+    moves_policy => "moves.policy",
     /// Kicks sent as IPIs to awake CPUs (for messages).
     ipi_kick => "ipi.kick",
     /// Kicks that woke a sleeping CPU.
@@ -202,6 +232,7 @@ impl Counters {
             PlaceReason::Steal => self.moves_steal += 1,
             PlaceReason::Balance => self.moves_balance += 1,
             PlaceReason::Spawn => self.moves_spawn += 1,
+            PlaceReason::Custom(_) => self.moves_policy += 1,
         }
     }
 

@@ -20,22 +20,23 @@ use schedlab_topology::CpuId;
 
 use crate::cpu::{CpuSched, Holding};
 use crate::park::TaskState;
+use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::task::TaskId;
 
 /// `Err` names the first broken invariant.
-pub fn check(sh: &Shared, cpus: &[CpuSched]) -> Result<(), String> {
+pub fn check<P: Policy>(sh: &Shared<P::TaskState>, cpus: &[CpuSched<P>]) -> Result<(), String> {
     let mut seen: BTreeMap<TaskId, (CpuId, Holding)> = BTreeMap::new();
     for c in cpus {
         let mut running = 0;
-        for (t, h) in c.holdings() {
+        for (t, h) in c.holdings(sh) {
             if let Some(prev) = seen.insert(t, (c.id(), h)) {
                 return Err(format!("{t:?} held twice: {prev:?} and {:?}", (c.id(), h)));
             }
             if h == Holding::Running {
                 running += 1;
             }
-            let task = c.task(t).expect("held");
+            let task = c.task(sh, t).expect("held");
             if matches!(h, Holding::Running | Holding::Queued) && !task.mask().contains(c.id()) {
                 return Err(format!(
                     "{t:?} is {h:?} on {:?}, outside its mask {}",

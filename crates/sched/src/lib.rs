@@ -14,17 +14,25 @@
 //!    send, the task to run, a timer to arm, and a trace of every decision
 //!    with its reason. The crate reads no clock and no RNG; the host
 //!    (a simulator, a test, a kernel) carries the effects out.
-//! 4. **One wake path.** Every wake goes through [`Shared::deliver`]: a flag
-//!    for a task that is not parked (not counted), a `Wake` message to the
-//!    owner for one that is. The owner's [`CpuSched::handle_wake`] refreshes
-//!    affinity, counts the waker streak and asks the placement policy.
+//! 4. **One wake path.** Every wake goes through one function (the `wake`
+//!    module has the protocol): a flag for a task that is not parked (not
+//!    counted); for one that is, the deciding CPU (its owner, or the waker
+//!    for a policy that decides there) refreshes affinity, lets the policy
+//!    count the wake, and asks it where the task goes.
 //! 5. **Every atomic and lock through [`sync`]**, which swaps in loom's types
 //!    under `cfg(loom)`; `tests/loom.rs` model-checks the park word, the
 //!    mailbox and the doorbell.
+//! 6. **Policies are types.** [`CpuSched`] is generic over a [`Policy`]:
+//!    per-task state of the policy's own type, hooks on the waker's and the
+//!    deciding CPU, a read-only [`policy::Machine`] view, a `#[must_use]`
+//!    [`policy::Decision`]. A policy written outside this crate runs in the
+//!    same code, with no dispatch.
 //!
-//! Modules: [`park`] and [`doorbell`] (the protocols), [`streak`] (the
-//! waker-streak state), [`policy`] (placement), [`fair`] (EEVDF), [`cpu`]
-//! (the entry points and the pass), `coresched` (the core-wide pick of core
+//! Modules: [`park`] and [`doorbell`] (the protocols), [`policy`] (the
+//! seam and the built-in policies), [`streak`] (the waker-streak state),
+//! [`fair`] (EEVDF), [`cpu`] (the struct, the entry points and the pass),
+//! and the CPU's rooms: `runqueue`, `pick`, `wake` (the wake protocol),
+//! `balance`, `lifecycle`; `coresched` (the core-wide pick of core
 //! scheduling), [`shared`], [`config`], [`effects`].
 
 #![no_std]
@@ -35,6 +43,7 @@ extern crate alloc;
 #[macro_use]
 extern crate std;
 
+mod balance;
 pub mod config;
 pub(crate) mod coresched;
 pub mod cpu;
@@ -42,20 +51,28 @@ pub mod doorbell;
 pub mod effects;
 pub mod fair;
 pub mod invariants;
+mod lifecycle;
 pub mod park;
+mod pick;
 pub mod policy;
+pub mod runqueue;
 pub mod shared;
 pub mod streak;
 pub(crate) mod sync;
 pub mod task;
 #[cfg(feature = "testhost")]
 pub mod testhost;
+mod wake;
 
-pub use config::{Balance, Config, Placement, SpawnPolicy};
-pub use cpu::{CpuSched, Holding};
+pub use config::{Balance, Config, SpawnPolicy};
+pub use cpu::{CpuSched, Holding, Spawned};
 pub use doorbell::{IdleDepth, KickKind};
 pub use effects::{Counters, Effects, Kick, KickWhy, PlaceReason, Switch, Trace, WakeCause};
 pub use park::{Delivery, TaskState};
+pub use policy::{
+    BuiltinPolicy, Decides, Decision, Home, Machine, OnWaker, Policy, PolicyState, Wake,
+    WakerStreakRule,
+};
 pub use schedlab_topology as topology;
 pub use shared::{Shared, SpawnError};
 pub use streak::{WakerStreak, MAX_RUN, WAKER_RUN};

@@ -10,10 +10,12 @@
 //!
 //! ## Protocol
 //!
-//! Only the owner changes `state` and `owner`, except for one transition a
-//! waker makes: `Parked -> Waking`. Wakers may also set `pending`. Every
-//! change is a compare-and-swap on the whole word, so the two never lose
-//! each other's bits.
+//! Only the task's holder changes `state` and `owner`: the owner, except
+//! that a waker makes `Parked -> Waking`, and the one waker whose CAS made
+//! it holds the task after it (for a policy that decides on the waker; for
+//! one that decides on the owner, it hands the task back with a message).
+//! Wakers may also set `pending`. Every change is a compare-and-swap on the
+//! whole word, so the two never lose each other's bits.
 //!
 //! 1. *Park* (owner, its current task): `Running -> Committing` when the task
 //!    decides to block; then `Committing -> Parked` only if `pending` is
@@ -22,12 +24,14 @@
 //! 2. *Deliver* (any CPU): on `Running`, `Committing`, `Queued` or `Moving`
 //!    set `pending` and stop: the task is not asleep, so nothing is queued and
 //!    the wake's cause is seen by no one (it is **not counted**). On `Parked`,
-//!    CAS to `Waking`; the one deliverer whose CAS succeeds posts
-//!    `Wake { task, cause }` to `owner`'s mailbox. On `Waking` the wake is
-//!    already on its way: coalesce. On `Dead`, drop it.
-//! 3. *Handle* (owner, from its mailbox): `Waking -> Queued` (placed here) or
-//!    `Waking -> Moving` with the new owner written in the same CAS (sent to
-//!    another CPU), and the adopter makes `Moving -> Queued`.
+//!    CAS to `Waking`; the one deliverer whose CAS succeeds either posts
+//!    `Wake { task, cause }` to `owner`'s mailbox or places the task itself
+//!    (the `wake` module says which). On `Waking` the wake is already on
+//!    its way: coalesce. On `Dead`, drop it.
+//! 3. *Handle* (whoever decides): `Waking -> Queued` (placed on the deciding
+//!    CPU, which becomes the owner in the same CAS) or `Waking -> Moving`
+//!    with the new owner written in the same CAS (sent to another CPU), and
+//!    the adopter makes `Moving -> Queued`.
 //!
 //! The lost wake-up (a wake slipping between "decide to block" and "park")
 //! cannot happen: a wake in that window finds `Committing`, sets `pending`,
@@ -223,6 +227,16 @@ impl ParkWord {
                 decode(w)
             );
             Some(encode_state(w, to))
+        });
+        debug_assert!(r.is_ok());
+    }
+
+    /// `from -> to` with `owner` as the new owner, in one CAS: a waker that
+    /// decided on itself takes the task it won.
+    pub(crate) fn set_owned(&self, from: TaskState, to: TaskState, owner: CpuId) {
+        let r = self.update(|w| {
+            debug_assert_eq!(TaskState::from_bits(w), from, "set_owned: {:?}", decode(w));
+            Some(encode_owner(encode_state(w, to), owner))
         });
         debug_assert!(r.is_ok());
     }

@@ -1,13 +1,44 @@
-//! Placement policies: where a parked task's wake puts it, and where a new
-//! task starts.
+//! The policy seam: where a parked task's wake puts it, and where a new task
+//! starts.
 //!
-//! A policy is a plain function over read-only state: it gets the woken
-//! task, its owner (home), whether home is busy and the wake's cause, and
-//! returns a [`Decision`]; the owner carries it out. [`Home`] is the seed's
-//! base (ordinary placement only), [`WakerStreakRule`] adds the waker-streak
-//! rule on top of it. A Linux-like policy (`select_task_rq_fair`) is one
-//! more `WakePolicy`; the per-task state it needs (wakee flips) would sit
-//! beside the streak in `Task`.
+//! ## The contract
+//!
+//! A placement policy is a type [`CpuSched`](crate::CpuSched) is generic
+//! over, so a rule written outside this crate runs in the same code a kernel
+//! would embed, with no dispatch and no fork. Each CPU holds its own copy of
+//! the policy value (per-CPU state, touched only by that CPU: `&mut self`).
+//! A policy:
+//!
+//! * keeps **per-task state** of its own type ([`Policy::TaskState`]),
+//!   which travels with the task inside the scheduler and is touched only
+//!   by the CPU that holds the task (the waker-streak rule's is the one
+//!   `u16` [`WakerStreak`]);
+//! * is told of a wake **as it is posted** ([`Policy::wake_posted`], on the
+//!   waker's CPU, with the waking thread's own state: Linux's
+//!   `record_wakee()` needs it) and **as a parked wake is taken in**
+//!   ([`Policy::wake_parked`], by the CPU that decides: where the streak
+//!   counts);
+//! * reads a read-only [`Machine`]: the topology, the config, each CPU's
+//!   doorbell and published load, `now`. Never a mailbox, a lock or
+//!   delivery: a policy cannot post, only decide;
+//! * returns a `#[must_use]` [`Decision`]: stay on the CPU the task parked
+//!   on, or go to a CPU with a [`PlaceReason`];
+//! * declares **where it decides** ([`Policy::DECIDES`]): on the task's
+//!   owner after its own wake (the seed's kernel: two wakes in series for a
+//!   move), or on the waker's CPU, which won the park word's
+//!   `Parked -> Waking` transition and so holds the parked entity until the
+//!   target adopts it (Linux's `try_to_wake_up()` with
+//!   `ttwu_queue_wakelist()`: one wake). The `wake` module has the protocol.
+//!
+//! Spawn placement is behind the same seam: [`Policy::place_new`] may answer
+//! for a new task; when it does not, the machine's [`SpawnRule`]
+//! (`rotate` or `near`, from the config) does.
+//!
+//! Two policies live here, and one more outside this crate
+//! (`examples/custom-policy`) shows the seam from a user's side:
+//!
+//! * [`Home`]: the seed's base. Ordinary placement only.
+//! * [`WakerStreakRule`]: ordinary placement plus the waker-streak rule.
 //!
 //! ## Ordinary placement
 //!
@@ -26,183 +57,368 @@
 //! state, scanning that LLC alone in id order starting after the waker. No
 //! such CPU: nothing moves (ordinary placement applies).
 
-use schedlab_topology::{CpuId, CpuSet, Level, Topology};
+use core::fmt;
+use core::str::FromStr;
 
-use crate::config::{Placement, SpawnPolicy};
+use alloc::string::{String, ToString};
+
+use schedlab_topology::{CpuId, CpuSet, Topology};
+
+use crate::config::Config;
+use crate::doorbell::Doorbell;
 use crate::effects::{PlaceReason, WakeCause};
-use crate::shared::Shared;
-use crate::task::{Band, Task};
+use crate::park::Delivery;
+use crate::shared::Doors;
+use crate::streak::{WakerStreak, WAKER_RUN};
+use crate::task::{Band, Task, TaskId};
+
+/// A policy's per-task state: small, copied with the task, and shown in
+/// the trace.
+pub trait PolicyState: Copy + Default + fmt::Debug + Send + Sync + 'static {
+    /// The state as one word, for the trace (hashed by the simulator).
+    fn bits(&self) -> u64 {
+        0
+    }
+
+    /// The state as a waker streak, when it is one (traces draw a streak
+    /// counter from it).
+    fn streak(&self) -> Option<WakerStreak> {
+        None
+    }
+}
+
+impl PolicyState for () {}
+
+impl PolicyState for WakerStreak {
+    fn bits(&self) -> u64 {
+        WakerStreak::bits(*self) as u64
+    }
+
+    fn streak(&self) -> Option<WakerStreak> {
+        Some(*self)
+    }
+}
+
+// The seed's owner ruling: one u16 of per-task placement state.
+const _: () = assert!(core::mem::size_of::<WakerStreak>() == 2);
+
+/// Where a policy decides a parked task's wake.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Decides {
+    /// The task's owner, after the `Wake` message reaches it: a move is two
+    /// wakes in series (the seed's kernel).
+    Owner,
+    /// The CPU that posts the wake, as Linux's `try_to_wake_up()` does: a
+    /// move is one wake, the target's.
+    Waker,
+}
 
 /// What to do with a woken task.
+#[must_use = "a placement decision must be carried out"]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Decision {
-    /// Queue it here, at home.
+    /// Queue it on the CPU it parked on.
     Stay,
-    /// Send it to `cpu`.
+    /// Send it to `cpu` (which must be in its mask).
     Send(CpuId, PlaceReason),
 }
 
-/// What a policy may look at when it places a wake.
-pub struct WakeCx<'a> {
-    pub shared: &'a Shared,
-    /// The owner CPU handling the wake.
-    pub home: CpuId,
-    /// Home runs a task or has one waiting.
-    pub home_busy: bool,
+/// The machine as a policy may see it: read-only.
+#[derive(Clone, Copy)]
+pub struct Machine<'a> {
+    pub(crate) topo: &'a Topology,
+    pub(crate) config: &'a Config,
+    pub(crate) doors: &'a [Doors],
+    /// The CPU deciding.
+    pub(crate) cpu: CpuId,
+    pub(crate) now: u64,
+}
+
+impl<'a> Machine<'a> {
+    pub fn topology(&self) -> &'a Topology {
+        self.topo
+    }
+
+    pub fn config(&self) -> &'a Config {
+        self.config
+    }
+
+    /// The CPU this decision runs on.
+    pub fn cpu(&self) -> CpuId {
+        self.cpu
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn doorbell(&self, cpu: CpuId) -> &'a Doorbell {
+        &self.doors[cpu.index()].doorbell
+    }
+
+    /// Running + queued tasks on `cpu`, as it last published them.
+    pub fn load(&self, cpu: CpuId) -> u32 {
+        self.doors[cpu.index()].load()
+    }
+
+    /// Asleep with no kick on its way: the test every idle search uses, so
+    /// a burst of moves spreads over several CPUs.
+    pub fn sleeping_unrung(&self, cpu: CpuId) -> bool {
+        self.doorbell(cpu).sleeping_unrung()
+    }
+}
+
+/// A parked wake, as the deciding CPU sees it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Wake {
+    pub task: TaskId,
+    /// The CPU the task parked on (its owner until it moves).
+    pub prev: CpuId,
+    /// `prev` runs a task or has one waiting: exact on the owner, the
+    /// published load on a waker.
+    pub prev_busy: bool,
     pub cause: WakeCause,
 }
 
-/// A wake placement policy.
-pub trait WakePolicy {
-    fn name(&self) -> &'static str;
-    fn place(&self, cx: &WakeCx<'_>, task: &Task) -> Decision;
+/// A placement policy. See the module doc for the contract.
+pub trait Policy: Clone + Send + Sync + 'static {
+    /// Per-task state, travelling with the task.
+    type TaskState: PolicyState;
+
+    /// Where parked wakes are decided.
+    const DECIDES: Decides = Decides::Owner;
+
+    fn name(&self) -> &str;
+
+    /// A thread on this CPU posted a wake of `wakee`; `waker` is that
+    /// thread's own state (`None` for a wake from an interrupt, the
+    /// scheduler, or a thread that has begun leaving). Runs for every
+    /// delivery outcome, after it is known.
+    fn wake_posted(
+        &mut self,
+        _m: &Machine<'_>,
+        _waker: Option<&mut Self::TaskState>,
+        _wakee: TaskId,
+        _delivery: Delivery,
+    ) {
+    }
+
+    /// The deciding CPU takes in a parked wake, before [`Policy::place`]:
+    /// count it in the task's own state. Not called for a wake whose task
+    /// must first be moved into its mask.
+    fn wake_parked(&mut self, _m: &Machine<'_>, _wake: &Wake, _state: &mut Self::TaskState) {}
+
+    /// Where the woken task goes. Not asked for a stopped or killed task.
+    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<Self::TaskState>) -> Decision;
+
+    /// Where a new task starts, or `None` for the machine's [`SpawnRule`].
+    fn place_new(&mut self, _m: &Machine<'_>, _spawner: CpuId, _mask: &CpuSet) -> Option<CpuId> {
+        None
+    }
 }
 
-/// The seed's base: ordinary placement, no rule.
+/// The seed's base: ordinary placement, no rule. It keeps the waker streak
+/// (never acting on it) so that a trace of `home` shows the runs the rule
+/// would have seen.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Home;
 
-impl WakePolicy for Home {
-    fn name(&self) -> &'static str {
+impl Policy for Home {
+    type TaskState = WakerStreak;
+
+    fn name(&self) -> &str {
         "home"
     }
 
-    fn place(&self, cx: &WakeCx<'_>, task: &Task) -> Decision {
-        ordinary(cx, task)
+    fn wake_parked(&mut self, m: &Machine<'_>, wake: &Wake, state: &mut WakerStreak) {
+        count_streak(m, wake, state);
+    }
+
+    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<WakerStreak>) -> Decision {
+        ordinary(m, wake, task.mask())
     }
 }
 
 /// Ordinary placement plus the waker-streak rule.
+#[derive(Clone, Copy, Debug)]
 pub struct WakerStreakRule {
     pub waker_run: u8,
 }
 
-impl WakePolicy for WakerStreakRule {
-    fn name(&self) -> &'static str {
+impl Default for WakerStreakRule {
+    fn default() -> Self {
+        WakerStreakRule {
+            waker_run: WAKER_RUN,
+        }
+    }
+}
+
+impl Policy for WakerStreakRule {
+    type TaskState = WakerStreak;
+
+    fn name(&self) -> &str {
         "waker-streak"
     }
 
-    fn place(&self, cx: &WakeCx<'_>, task: &Task) -> Decision {
-        if cfg!(feature = "mutant-no-rule") {
-            return ordinary(cx, task);
-        }
-        if let Some(waker) = cx.cause.waker {
-            let topo = cx.shared.topology();
-            let movable = matches!(task.band, Band::Fair { .. }) && !task.stopped && !task.killed;
+    fn wake_parked(&mut self, m: &Machine<'_>, wake: &Wake, state: &mut WakerStreak) {
+        count_streak(m, wake, state);
+    }
+
+    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<WakerStreak>) -> Decision {
+        if let Some(waker) = wake.cause.waker {
+            let topo = m.topology();
+            let movable = matches!(task.band(), Band::Fair { .. });
             if movable
-                && task
-                    .streak
-                    .asks_move(topo.llc_id(waker), topo.llc_id(cx.home), self.waker_run)
+                && task.state().asks_move(
+                    topo.llc_id(waker),
+                    topo.llc_id(wake.prev),
+                    self.waker_run,
+                )
             {
-                if let Some(cpu) = toward_its_waker(cx.shared, waker, &task.mask) {
+                if let Some(cpu) = toward_its_waker(m, waker, task.mask()) {
                     return Decision::Send(cpu, PlaceReason::WakerRule);
                 }
             }
         }
-        ordinary(cx, task)
+        ordinary(m, wake, task.mask())
     }
 }
 
-/// The policy a machine's config names, as one value a CPU keeps.
-pub enum AnyPolicy {
-    Home(Home),
-    WakerStreak(WakerStreakRule),
+/// A parked wake that names a waker counts in the streak.
+fn count_streak(m: &Machine<'_>, wake: &Wake, state: &mut WakerStreak) {
+    if let Some(w) = wake.cause.waker {
+        state.observe(m.topology().llc_id(w));
+    }
 }
 
-impl AnyPolicy {
-    pub fn of(p: &Placement) -> AnyPolicy {
-        match *p {
-            Placement::Home => AnyPolicy::Home(Home),
-            Placement::WakerStreak { waker_run } => {
-                AnyPolicy::WakerStreak(WakerStreakRule { waker_run })
+/// The built-in policies by name: `home`, `waker-streak` (the seed's run,
+/// [`WAKER_RUN`]) and `waker-streak:K`. The one parser and printer of these
+/// names; the CLI, scenario files and `--param policy=` all use it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BuiltinPolicy {
+    Home,
+    WakerStreak { waker_run: u8 },
+}
+
+impl BuiltinPolicy {
+    /// The family: the name without its argument.
+    pub fn family(self) -> &'static str {
+        match self {
+            BuiltinPolicy::Home => "home",
+            BuiltinPolicy::WakerStreak { .. } => "waker-streak",
+        }
+    }
+
+    pub const FAMILIES: &'static [&'static str] = &["home", "waker-streak"];
+}
+
+impl fmt::Display for BuiltinPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuiltinPolicy::Home => f.write_str("home"),
+            BuiltinPolicy::WakerStreak { waker_run } if *waker_run == WAKER_RUN => {
+                f.write_str("waker-streak")
             }
+            BuiltinPolicy::WakerStreak { waker_run } => write!(f, "waker-streak:{waker_run}"),
         }
     }
 }
 
-impl WakePolicy for AnyPolicy {
-    fn name(&self) -> &'static str {
-        match self {
-            AnyPolicy::Home(p) => p.name(),
-            AnyPolicy::WakerStreak(p) => p.name(),
-        }
-    }
+/// Why a policy name did not parse.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct PolicyNameError(pub String);
 
-    fn place(&self, cx: &WakeCx<'_>, task: &Task) -> Decision {
-        match self {
-            AnyPolicy::Home(p) => p.place(cx, task),
-            AnyPolicy::WakerStreak(p) => p.place(cx, task),
+impl fmt::Display for PolicyNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for BuiltinPolicy {
+    type Err = PolicyNameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (family, arg) = match s.split_once(':') {
+            Some((f, a)) => (f, Some(a)),
+            None => (s, None),
+        };
+        match (family, arg) {
+            ("home", None) => Ok(BuiltinPolicy::Home),
+            ("waker-streak", None) => Ok(BuiltinPolicy::WakerStreak {
+                waker_run: WAKER_RUN,
+            }),
+            ("waker-streak", Some(k)) => match k.parse::<u8>() {
+                Ok(k) if (1..=crate::streak::MAX_RUN).contains(&k) => {
+                    Ok(BuiltinPolicy::WakerStreak { waker_run: k })
+                }
+                _ => Err(PolicyNameError(alloc::format!(
+                    "policy {s:?}: the run K of waker-streak:K must be 1..={}",
+                    crate::streak::MAX_RUN
+                ))),
+            },
+            ("home", Some(_)) => Err(PolicyNameError(alloc::format!(
+                "policy {s:?}: home takes no argument"
+            ))),
+            _ => Err(PolicyNameError(alloc::format!(
+                "policy {s:?}: expected home, waker-streak or waker-streak:K"
+            ))),
         }
     }
 }
 
-fn ordinary(cx: &WakeCx<'_>, task: &Task) -> Decision {
-    if !cx.home_busy {
+impl BuiltinPolicy {
+    /// The canonical name (the `Display` form).
+    pub fn canonical(self) -> String {
+        self.to_string()
+    }
+}
+
+/// Ordinary placement (see the module doc): stay when home is free, else a
+/// wake forward inside home's LLC.
+pub fn ordinary(m: &Machine<'_>, wake: &Wake, mask: &CpuSet) -> Decision {
+    if !wake.prev_busy {
         return Decision::Stay;
     }
-    let topo = cx.shared.topology();
-    let avoid = CpuSet::single(cx.home);
-    match idle_among(
-        cx.shared,
-        topo.llc_cpus(cx.home),
-        cx.home,
-        &task.mask,
-        &avoid,
-    ) {
+    let avoid = CpuSet::single(wake.prev);
+    match idle_among(m, m.topology().llc_cpus(wake.prev), wake.prev, mask, &avoid) {
         Some(cpu) => Decision::Send(cpu, PlaceReason::Forward),
         None => Decision::Stay,
     }
 }
 
 /// The rule's target in the waker's LLC, or `None`.
-pub fn toward_its_waker(sh: &Shared, waker: CpuId, mask: &CpuSet) -> Option<CpuId> {
-    let topo = sh.topology();
-    let avoid = if cfg!(feature = "mutant-no-core-check") {
-        CpuSet::single(waker)
-    } else {
-        *topo.core_cpus(waker)
-    };
-    let all = CpuSet::first_n(topo.num_cpus());
-    let mask = if cfg!(feature = "mutant-mask-ignored") {
-        &all
-    } else {
-        mask
-    };
-    idle_among(sh, topo.llc_cpus(waker), waker, mask, &avoid)
+pub fn toward_its_waker(m: &Machine<'_>, waker: CpuId, mask: &CpuSet) -> Option<CpuId> {
+    let topo = m.topology();
+    idle_among(m, topo.llc_cpus(waker), waker, mask, topo.core_cpus(waker))
 }
 
-/// Whether an idle search may choose `cpu`: asleep with no kick on its way.
-fn candidate(sh: &Shared, cpu: CpuId) -> bool {
-    if cfg!(feature = "mutant-rung-accepted") {
-        sh.doorbell(cpu).asleep()
-    } else {
-        sh.doorbell(cpu).sleeping_unrung()
-    }
+/// A core whose every thread is asleep with no kick on its way: a sibling
+/// that is rung is about to be busy.
+pub fn free_core(m: &Machine<'_>, cpu: CpuId) -> bool {
+    m.topology()
+        .core_cpus(cpu)
+        .iter()
+        .all(|c| m.sleeping_unrung(c))
 }
 
-/// A core whose every thread is a candidate: a sibling that is rung is
-/// about to be busy.
-fn free_core(sh: &Shared, topo: &Topology, cpu: CpuId) -> bool {
-    topo.core_cpus(cpu).iter().all(|c| candidate(sh, c))
-}
-
-/// The best idle CPU of `scope`: in `mask`, not in `avoid`, a candidate; a
-/// free core first, then the shallowest idle depth; ties go to the first in
-/// id order starting after `after`.
+/// The best idle CPU of `scope`: in `mask`, not in `avoid`, asleep with no
+/// kick on its way; a free core first, then the shallowest idle depth;
+/// ties go to the first in id order starting after `after`.
 pub fn idle_among(
-    sh: &Shared,
+    m: &Machine<'_>,
     scope: &CpuSet,
     after: CpuId,
     mask: &CpuSet,
     avoid: &CpuSet,
 ) -> Option<CpuId> {
-    let topo = sh.topology();
+    let n = m.topology().num_cpus();
     let mut best: Option<((bool, u8), CpuId)> = None;
-    let start = CpuId::new((after.index() + 1) % topo.num_cpus());
+    let start = CpuId::new((after.index() + 1) % n);
     for cpu in scope.iter_from(start) {
-        if !mask.contains(cpu) || avoid.contains(cpu) || !candidate(sh, cpu) {
+        if !mask.contains(cpu) || avoid.contains(cpu) || !m.sleeping_unrung(cpu) {
             continue;
         }
-        let key = (!free_core(sh, topo, cpu), sh.doorbell(cpu).load().depth);
+        let key = (!free_core(m, cpu), m.doorbell(cpu).load().depth);
         if key == (false, 0) {
             return Some(cpu);
         }
@@ -213,60 +429,159 @@ pub fn idle_among(
     best.map(|(_, c)| c)
 }
 
-/// The nearest idle CPU in `mask` around `cpu`, own LLC, then node, then
-/// machine; else the first CPU of the mask from `cpu` on. `None` only for
-/// an empty mask.
-pub fn nearest_in_mask(sh: &Shared, cpu: CpuId, mask: &CpuSet) -> Option<CpuId> {
-    let topo = sh.topology();
-    for level in [Level::Llc, Level::Node, Level::Machine] {
-        if let Some(c) = idle_among(sh, &topo.span(cpu, level), cpu, mask, &CpuSet::new()) {
-            return Some(c);
-        }
-    }
-    mask.iter_from(cpu).find(|c| topo.contains(*c))
+/// The nearest idle CPU in `mask` around `cpu` (its [`Topology::rings`]);
+/// else the first CPU of the mask from `cpu` on. `None` only for an empty
+/// mask.
+pub fn nearest_in_mask(m: &Machine<'_>, cpu: CpuId, mask: &CpuSet) -> Option<CpuId> {
+    let topo = m.topology();
+    let none = CpuSet::new();
+    topo.rings(cpu)
+        .iter()
+        .find_map(|ring| idle_among(m, ring, cpu, mask, &none))
+        .or_else(|| mask.iter_from(cpu).find(|c| topo.contains(*c)))
 }
 
-/// Where a new task starts (DESIGN.md section 5).
-pub fn spawn_target(
-    sh: &Shared,
-    policy: SpawnPolicy,
-    spawner: CpuId,
-    cursor: &mut usize,
-    mask: &CpuSet,
-) -> Option<CpuId> {
-    let topo = sh.topology();
-    let none = CpuSet::new();
-    let chosen = match policy {
-        SpawnPolicy::Rotate => {
-            let start = CpuId::new(*cursor % topo.num_cpus());
-            let all = *topo.cpus();
-            // idle_among starts after its `after`, so start one before.
-            let before = CpuId::new((start.index() + topo.num_cpus() - 1) % topo.num_cpus());
-            let c = idle_among(sh, &all, before, mask, &none);
-            if let Some(c) = c {
-                *cursor = c.index() + 1;
-            }
-            c
+/// The built-in spawn rules' names: `near` and `rotate`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SpawnPolicy {
+    /// The seed's base: the shallowest of the equal free-core sleepers, in a
+    /// rotation over all CPUs that ignores LLCs.
+    Rotate,
+    /// A free core in the spawner's LLC, then its node, then anywhere; then
+    /// any sleeping CPU in that order; else the spawner's CPU.
+    Near,
+}
+
+impl fmt::Display for SpawnPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SpawnPolicy::Rotate => "rotate",
+            SpawnPolicy::Near => "near",
+        })
+    }
+}
+
+impl FromStr for SpawnPolicy {
+    type Err = PolicyNameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "near" => Ok(SpawnPolicy::Near),
+            "rotate" => Ok(SpawnPolicy::Rotate),
+            o => Err(PolicyNameError(alloc::format!(
+                "spawn {o:?}: expected near or rotate"
+            ))),
         }
-        SpawnPolicy::Near => {
-            let scopes = [Level::Llc, Level::Node, Level::Machine];
-            let free = scopes.iter().find_map(|&l| {
-                topo.span(spawner, l)
-                    .iter_from(spawner)
-                    .find(|&c| mask.contains(c) && candidate(sh, c) && free_core(sh, topo, c))
-            });
-            free.or_else(|| {
-                scopes
-                    .iter()
-                    .find_map(|&l| idle_among(sh, &topo.span(spawner, l), spawner, mask, &none))
-            })
+    }
+}
+
+/// Where a new task starts: a CPU's spawn placement, with whatever state of
+/// its own it keeps (the rotation's cursor).
+pub trait SpawnRule {
+    /// A CPU of `mask`, or `None` when the rule finds none (the spawner's
+    /// CPU or the mask's first CPU is taken then).
+    fn place_new(&mut self, m: &Machine<'_>, spawner: CpuId, mask: &CpuSet) -> Option<CpuId>;
+}
+
+/// The `rotate` rule: its cursor is this CPU's place in the rotation.
+#[derive(Clone, Copy, Debug)]
+pub struct Rotate {
+    pub cursor: usize,
+}
+
+impl SpawnRule for Rotate {
+    fn place_new(&mut self, m: &Machine<'_>, _spawner: CpuId, mask: &CpuSet) -> Option<CpuId> {
+        let topo = m.topology();
+        let n = topo.num_cpus();
+        // idle_among starts after its `after`, so start one before.
+        let before = CpuId::new((self.cursor % n + n - 1) % n);
+        let c = idle_among(m, topo.cpus(), before, mask, &CpuSet::new());
+        if let Some(c) = c {
+            self.cursor = c.index() + 1;
         }
-    };
-    chosen.or_else(|| {
-        if mask.contains(spawner) {
-            Some(spawner)
-        } else {
-            mask.iter_from(spawner).find(|c| topo.contains(*c))
+        c
+    }
+}
+
+/// The `near` rule.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Near;
+
+impl SpawnRule for Near {
+    fn place_new(&mut self, m: &Machine<'_>, spawner: CpuId, mask: &CpuSet) -> Option<CpuId> {
+        let rings = m.topology().rings(spawner);
+        let free = rings.iter().find_map(|ring| {
+            ring.iter_from(spawner)
+                .find(|&c| mask.contains(c) && m.sleeping_unrung(c) && free_core(m, c))
+        });
+        free.or_else(|| {
+            rings
+                .iter()
+                .find_map(|ring| idle_among(m, ring, spawner, mask, &CpuSet::new()))
+        })
+    }
+}
+
+/// The spawn rule a config names, as one CPU keeps it.
+#[derive(Clone, Copy, Debug)]
+pub enum MachineSpawn {
+    Rotate(Rotate),
+    Near(Near),
+}
+
+impl MachineSpawn {
+    pub fn new(p: SpawnPolicy, cpu: CpuId) -> MachineSpawn {
+        match p {
+            SpawnPolicy::Rotate => MachineSpawn::Rotate(Rotate {
+                cursor: cpu.index() + 1,
+            }),
+            SpawnPolicy::Near => MachineSpawn::Near(Near),
         }
-    })
+    }
+}
+
+impl SpawnRule for MachineSpawn {
+    fn place_new(&mut self, m: &Machine<'_>, spawner: CpuId, mask: &CpuSet) -> Option<CpuId> {
+        match self {
+            MachineSpawn::Rotate(r) => r.place_new(m, spawner, mask),
+            MachineSpawn::Near(n) => n.place_new(m, spawner, mask),
+        }
+    }
+}
+
+/// Any policy, decided on the waker's CPU instead of its own choice: the
+/// same rule with Linux's one hop. `OnWaker(WakerStreakRule::default())`
+/// is the seed's rule placed where `try_to_wake_up()` places.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OnWaker<P>(pub P);
+
+impl<P: Policy> Policy for OnWaker<P> {
+    type TaskState = P::TaskState;
+    const DECIDES: Decides = Decides::Waker;
+
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn wake_posted(
+        &mut self,
+        m: &Machine<'_>,
+        waker: Option<&mut Self::TaskState>,
+        wakee: TaskId,
+        delivery: Delivery,
+    ) {
+        self.0.wake_posted(m, waker, wakee, delivery)
+    }
+
+    fn wake_parked(&mut self, m: &Machine<'_>, wake: &Wake, state: &mut Self::TaskState) {
+        self.0.wake_parked(m, wake, state)
+    }
+
+    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<Self::TaskState>) -> Decision {
+        self.0.place(m, wake, task)
+    }
+
+    fn place_new(&mut self, m: &Machine<'_>, spawner: CpuId, mask: &CpuSet) -> Option<CpuId> {
+        self.0.place_new(m, spawner, mask)
+    }
 }

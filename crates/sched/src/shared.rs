@@ -1,7 +1,10 @@
 //! What CPUs share: the read-only topology and config, and the doors into
 //! each CPU (mailbox, doorbell, published load) and each task (park word,
-//! join list). Nothing here is owned by one CPU; everything is an atomic or
-//! a small per-object lock.
+//! join list, and the parked entity). Nothing here is owned by one CPU;
+//! everything is an atomic or a small per-object lock.
+//!
+//! `S` is the placement policy's per-task state: it travels inside the
+//! tasks that messages and parked slots hold.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -13,22 +16,22 @@ use crate::coresched::CoreState;
 use crate::doorbell::Doorbell;
 use crate::effects::{Kick, KickWhy, PlaceReason, WakeCause};
 use crate::park::{Delivery, ParkWord, TaskState, Word};
+use crate::policy::{Machine, PolicyState};
 use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
 use crate::task::{Task, TaskId};
 
 /// A message between CPUs. The only way one CPU asks another to act on a
 /// task it owns.
 #[derive(Debug)]
-pub(crate) enum Msg {
+pub(crate) enum Msg<S> {
     Wake {
         task: TaskId,
         cause: WakeCause,
     },
     /// Take ownership of this task.
     Adopt {
-        task: Task,
+        task: Task<S>,
         reason: PlaceReason,
-        from: CpuId,
     },
     Kill {
         task: TaskId,
@@ -49,15 +52,9 @@ pub(crate) enum Msg {
         thief: CpuId,
         cookie: Option<u64>,
     },
-    /// Control only (`mutant-flags-counted`): a flagged wake's cause.
-    #[cfg(feature = "mutant-flags-counted")]
-    CountOnly {
-        task: TaskId,
-        cause: WakeCause,
-    },
 }
 
-impl Msg {
+impl<S> Msg<S> {
     /// The task a per-task message is about (`None` for a steal request).
     pub(crate) fn task(&self) -> Option<TaskId> {
         match self {
@@ -68,16 +65,14 @@ impl Msg {
             | Msg::SetMask { task, .. } => Some(*task),
             Msg::Adopt { task, .. } => Some(task.id),
             Msg::StealRequest { .. } => None,
-            #[cfg(feature = "mutant-flags-counted")]
-            Msg::CountOnly { task, .. } => Some(*task),
         }
     }
 }
 
-/// The doors into one CPU.
+/// The doors into one CPU that any CPU may read (the mailbox is apart: it
+/// holds tasks, so it has their type).
 #[derive(Debug)]
-pub(crate) struct Remote {
-    pub(crate) mailbox: Mutex<VecDeque<Msg>>,
+pub struct Doors {
     pub(crate) doorbell: Doorbell,
     /// Running + queued tasks, published by the owner for balancing.
     pub(crate) load: AtomicU32,
@@ -86,11 +81,20 @@ pub(crate) struct Remote {
     pub(crate) resched: AtomicBool,
 }
 
+impl Doors {
+    pub(crate) fn load(&self) -> u32 {
+        self.load.load(Ordering::Relaxed)
+    }
+}
+
 /// A task's shared slot.
 #[derive(Debug)]
-pub(crate) struct TaskSlot {
+pub(crate) struct TaskSlot<S> {
     pub(crate) park: ParkWord,
     pub(crate) join: Mutex<JoinState>,
+    /// The task's entity while it is parked (or waking): whoever the park
+    /// word makes its holder takes it out (the `wake` module's protocol).
+    pub(crate) parked: Mutex<Option<Task<S>>>,
 }
 
 #[derive(Debug, Default)]
@@ -110,11 +114,12 @@ pub enum SpawnError {
 
 /// Everything the CPUs share.
 #[derive(Debug)]
-pub struct Shared {
+pub struct Shared<S> {
     topo: Topology,
     config: Config,
-    cpus: Vec<Remote>,
-    tasks: Vec<TaskSlot>,
+    cpus: Vec<Doors>,
+    mailboxes: Vec<Mutex<VecDeque<Msg<S>>>>,
+    tasks: Vec<TaskSlot<S>>,
     next_task: AtomicU32,
     /// How many CPUs have a task waiting behind the running one. A newly
     /// idle CPU looks for work only when this is nonzero, as Linux's
@@ -125,14 +130,17 @@ pub struct Shared {
     cores: Vec<Mutex<CoreState>>,
 }
 
-impl Shared {
+impl<S: PolicyState> Shared<S> {
     /// A machine with room for `max_tasks` tasks over its life (ids are not
     /// reused: a kernel would recycle slots; a simulation does not need to).
-    pub fn new(topo: Topology, config: Config, max_tasks: usize) -> Shared {
+    pub fn new(topo: Topology, config: Config, max_tasks: usize) -> Shared<S> {
+        let mailboxes = topo
+            .cpu_ids()
+            .map(|_| Mutex::new(VecDeque::new()))
+            .collect();
         let cpus = topo
             .cpu_ids()
-            .map(|_| Remote {
-                mailbox: Mutex::new(VecDeque::new()),
+            .map(|_| Doors {
                 doorbell: Doorbell::new(),
                 load: AtomicU32::new(0),
                 resched: AtomicBool::new(false),
@@ -147,12 +155,14 @@ impl Shared {
             .map(|_| TaskSlot {
                 park: ParkWord::new(TaskState::Dead, CpuId::new(0)),
                 join: Mutex::new(JoinState::default()),
+                parked: Mutex::new(None),
             })
             .collect();
         Shared {
             topo,
             config,
             cpus,
+            mailboxes,
             tasks,
             next_task: AtomicU32::new(0),
             overloaded: AtomicU32::new(0),
@@ -162,9 +172,22 @@ impl Shared {
 
     /// Bytes of shared state per CPU (mailbox, doorbell, load), not
     /// counting messages in flight.
-    pub const BYTES_PER_CPU: usize = core::mem::size_of::<Remote>();
-    /// Bytes of shared state per task slot (park word, join list head).
-    pub const BYTES_PER_TASK_SLOT: usize = core::mem::size_of::<TaskSlot>();
+    pub const BYTES_PER_CPU: usize =
+        core::mem::size_of::<Doors>() + core::mem::size_of::<Mutex<VecDeque<Msg<S>>>>();
+    /// Bytes of shared state per task slot (park word, join list head, the
+    /// parked entity's place).
+    pub const BYTES_PER_TASK_SLOT: usize = core::mem::size_of::<TaskSlot<S>>();
+
+    /// The read-only view a policy decides with, for a decision on `cpu`.
+    pub fn machine(&self, cpu: CpuId, now: u64) -> Machine<'_> {
+        Machine {
+            topo: &self.topo,
+            config: &self.config,
+            doors: &self.cpus,
+            cpu,
+            now,
+        }
+    }
 
     pub fn topology(&self) -> &Topology {
         &self.topo
@@ -197,7 +220,7 @@ impl Shared {
     }
 
     pub fn load(&self, cpu: CpuId) -> u32 {
-        self.cpus[cpu.index()].load.load(Ordering::Relaxed)
+        self.cpus[cpu.index()].load()
     }
 
     pub(crate) fn set_load(&self, cpu: CpuId, load: u32) {
@@ -228,9 +251,7 @@ impl Shared {
     /// not at all when a kick is on its way already.
     pub(crate) fn resched_remote(&self, cpu: CpuId) -> Option<Kick> {
         let remote = &self.cpus[cpu.index()];
-        if cfg!(feature = "mutant-resched-always-ipi") {
-            remote.resched.store(true, Ordering::Release);
-        } else if remote.resched.swap(true, Ordering::AcqRel) {
+        if remote.resched.swap(true, Ordering::AcqRel) {
             return None;
         }
         let kind = if remote.doorbell.asleep() {
@@ -255,7 +276,7 @@ impl Shared {
         self.cpus[cpu.index()].resched.load(Ordering::Acquire)
     }
 
-    pub(crate) fn slot(&self, task: TaskId) -> &TaskSlot {
+    pub(crate) fn slot(&self, task: TaskId) -> &TaskSlot<S> {
         &self.tasks[task.index()]
     }
 
@@ -274,45 +295,49 @@ impl Shared {
     /// Pushes `msg` into `to`'s mailbox, then rings its doorbell. A kick is
     /// returned when one must be sent; never for a CPU posting to itself
     /// (it drains its own mailbox before it sleeps).
-    pub(crate) fn post(&self, from: Option<CpuId>, to: CpuId, msg: Msg) -> Option<Kick> {
-        let remote = &self.cpus[to.index()];
-        remote.mailbox.lock().push_back(msg);
+    pub(crate) fn post(&self, from: Option<CpuId>, to: CpuId, msg: Msg<S>) -> Option<Kick> {
+        self.mailboxes[to.index()].lock().push_back(msg);
         if from == Some(to) {
             return None;
         }
-        remote.doorbell.ring().map(|kind| Kick {
+        self.cpus[to.index()].doorbell.ring().map(|kind| Kick {
             cpu: to,
             kind,
             why: KickWhy::Message,
         })
     }
 
-    pub(crate) fn take_mail(&self, cpu: CpuId) -> VecDeque<Msg> {
-        core::mem::take(&mut *self.cpus[cpu.index()].mailbox.lock())
+    pub(crate) fn take_mail(&self, cpu: CpuId) -> VecDeque<Msg<S>> {
+        core::mem::take(&mut *self.mailboxes[cpu.index()].lock())
     }
 
     pub(crate) fn has_mail(&self, cpu: CpuId) -> bool {
-        !self.cpus[cpu.index()].mailbox.lock().is_empty()
+        !self.mailboxes[cpu.index()].lock().is_empty()
     }
 
-    /// The one wake path (the seed's `park::deliver`): flag a task that is
-    /// not parked; post a `Wake` to the owner of one that is.
-    pub fn deliver(
-        &self,
-        task: TaskId,
-        cause: WakeCause,
-        from: Option<CpuId>,
-    ) -> (Delivery, Option<Kick>) {
-        let d = self.slot(task).park.deliver();
-        match d {
-            Delivery::Post { owner } => (d, self.post(from, owner, Msg::Wake { task, cause })),
-            #[cfg(feature = "mutant-flags-counted")]
-            Delivery::Flagged => {
-                let owner = self.slot(task).park.load().owner;
-                (d, self.post(from, owner, Msg::CountOnly { task, cause }))
-            }
-            _ => (d, None),
+    /// Benchmarks only: step 2 of a wake and its `Wake` message to the
+    /// owner, with no effects gathered (the owner's half is timed apart).
+    #[cfg(feature = "testhost")]
+    pub fn post_wake_for_bench(&self, task: TaskId, cause: WakeCause, from: CpuId) -> Delivery {
+        let d = self.deliver(task);
+        if let Delivery::Post { owner } = d {
+            let _ = self.post(Some(from), owner, Msg::Wake { task, cause });
         }
+        d
+    }
+
+    /// A copy of `task`'s entity if it is parked (or waking with its wake
+    /// still on the way to its owner): for hosts and invariant checks.
+    pub fn parked_task(&self, task: TaskId) -> Option<Task<S>> {
+        self.slot(task).parked.lock().clone()
+    }
+
+    /// The park word's half of the one wake path (the `wake` module's
+    /// step 2): flag a task that is not parked; for one that is, report the
+    /// owner, whose parked entity the caller now holds the right to place.
+    /// Only `CpuSched`'s wake code calls it.
+    pub(crate) fn deliver(&self, task: TaskId) -> Delivery {
+        self.slot(task).park.deliver()
     }
 }
 
@@ -326,7 +351,7 @@ mod tests {
     #[test]
     fn a_remote_reschedule_sends_an_ipi_only_when_the_flag_was_clear() {
         let topo = preset("smt-2x2").unwrap();
-        let sh = Shared::new(topo.clone(), Config::for_topology(&topo), 4);
+        let sh = Shared::<()>::new(topo.clone(), Config::for_topology(&topo), 4);
         let cpu = CpuId::new(1);
         sh.doorbell(cpu).answer(); // awake
         let k = sh.resched_remote(cpu);
@@ -349,7 +374,7 @@ mod tests {
     #[test]
     fn a_reschedule_of_a_sleeping_cpu_wakes_it_through_its_doorbell() {
         let topo = preset("smt-2x2").unwrap();
-        let sh = Shared::new(topo.clone(), Config::for_topology(&topo), 4);
+        let sh = Shared::<()>::new(topo.clone(), Config::for_topology(&topo), 4);
         let cpu = CpuId::new(1);
         sh.doorbell(cpu).sleep(1);
         let k = sh.resched_remote(cpu);

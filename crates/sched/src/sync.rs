@@ -48,3 +48,13 @@ impl<T> Mutex<T> {
         }
     }
 }
+
+/// One turn of a wait for another CPU to finish a step it has begun (a
+/// parker storing the entity its waker will take). Under loom, a yield, so
+/// the model runs the other thread.
+pub(crate) fn spin_wait() {
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}

@@ -3,7 +3,7 @@
 use schedlab_topology::CpuSet;
 
 use crate::fair::{pick_eevdf, Entity, FairConfig, Pick};
-use crate::streak::WakerStreak;
+use crate::policy::PolicyState;
 
 /// A task's id: its slot in the shared task table. Ids are not reused.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -62,13 +62,16 @@ impl TaskSpec {
 
 /// A task's scheduling state, held by exactly one CPU at a time (its
 /// owner). It moves between owners only inside an `Adopt` message.
+///
+/// `S` is the placement policy's per-task state ([`PolicyState`]).
 #[derive(Clone, Debug)]
-pub struct Task {
+pub struct Task<S> {
     pub(crate) id: TaskId,
     pub(crate) band: Band,
     pub(crate) mask: CpuSet,
     pub(crate) cookie: u64,
-    pub(crate) streak: WakerStreak,
+    /// The placement policy's state for this task.
+    pub(crate) policy: S,
     pub(crate) fair: Entity,
     /// Set once when the task begins leaving its process; never cleared.
     pub(crate) leaving: bool,
@@ -82,13 +85,14 @@ pub struct Task {
     pub(crate) seq: u64,
 }
 
-impl Task {
+impl<S: PolicyState> Task<S> {
     pub fn id(&self) -> TaskId {
         self.id
     }
 
-    pub fn streak(&self) -> WakerStreak {
-        self.streak
+    /// The placement policy's state for this task.
+    pub fn state(&self) -> &S {
+        &self.policy
     }
 
     pub fn band(&self) -> Band {
@@ -105,6 +109,11 @@ impl Task {
 
     pub fn entity(&self) -> &Entity {
         &self.fair
+    }
+
+    /// When it last stopped running here or elsewhere (ns).
+    pub fn last_ran(&self) -> u64 {
+        self.last_ran
     }
 
     pub fn is_rt(&self) -> bool {
@@ -127,7 +136,7 @@ pub(crate) trait Pickable {
     fn entity(&self) -> &Entity;
 }
 
-impl Pickable for Task {
+impl<S: PolicyState> Pickable for Task<S> {
     fn class(&self) -> u16 {
         if self.is_rt() {
             1 + self.rt_prio() as u16

@@ -18,12 +18,14 @@ use crate::config::Config;
 use crate::cpu::{CpuSched, Holding};
 use crate::doorbell::IdleDepth;
 use crate::effects::{Counters, Effects, Switch, Trace};
+use crate::policy::{Home, Policy};
 use crate::shared::Shared;
 use crate::task::{TaskId, TaskSpec};
 
-pub struct TestHost {
-    pub sh: Shared,
-    pub cpus: Vec<CpuSched>,
+/// The test host, generic over the placement policy every CPU runs.
+pub struct TestHost<P: Policy = Home> {
+    pub sh: Shared<P::TaskState>,
+    pub cpus: Vec<CpuSched<P>>,
     pub now: u64,
     /// Every decision, with the time and the CPU that made it.
     pub trace: Vec<(u64, CpuId, Trace)>,
@@ -38,11 +40,19 @@ pub struct TestHost {
     timers: Vec<Option<u64>>,
 }
 
-impl TestHost {
-    /// A machine with every CPU idle.
-    pub fn new(topo: Topology, config: Config) -> TestHost {
+impl TestHost<Home> {
+    /// The preset `name` with the placement `home` and balancing off, so
+    /// nothing moves unless a test says so; `f` adjusts the config.
+    pub fn quiet(name: &str, f: impl FnOnce(&mut Config)) -> TestHost<Home> {
+        TestHost::quiet_with(name, Home, f)
+    }
+}
+
+impl<P: Policy> TestHost<P> {
+    /// A machine with every CPU idle, running `policy`.
+    pub fn new(topo: Topology, config: Config, policy: P) -> TestHost<P> {
         let sh = Shared::new(topo, config, 4096);
-        let cpus = CpuSched::for_machine(&sh);
+        let cpus = CpuSched::for_machine(&sh, policy);
         let n = cpus.len();
         let mut h = TestHost {
             sh,
@@ -63,15 +73,14 @@ impl TestHost {
         h
     }
 
-    /// The preset `name` with the placement `home` and balancing off, so
-    /// nothing moves unless a test says so; `f` adjusts the config.
-    pub fn quiet(name: &str, f: impl FnOnce(&mut Config)) -> TestHost {
+    /// The preset `name` running `policy` with balancing off, so nothing
+    /// moves unless a test says so; `f` adjusts the config.
+    pub fn quiet_with(name: &str, policy: P, f: impl FnOnce(&mut Config)) -> TestHost<P> {
         let topo = schedlab_topology::preset(name).expect("a preset");
         let mut cfg = Config::for_topology(&topo);
-        cfg.placement = crate::config::Placement::Home;
         cfg.balance = crate::config::Balance::OFF;
         f(&mut cfg);
-        TestHost::new(topo, cfg)
+        TestHost::new(topo, cfg, policy)
     }
 
     fn account(&mut self, cpu: CpuId, next: Option<TaskId>) {
@@ -118,10 +127,11 @@ impl TestHost {
 
     /// `on`'s running thread (or the idle CPU itself) spawns a task.
     pub fn spawn(&mut self, on: CpuId, spec: TaskSpec) -> TaskId {
-        let (id, fx) = self.cpus[on.index()]
+        let s = self.cpus[on.index()]
             .spawn(&self.sh, spec, self.now)
             .expect("spawn");
-        self.apply(on, fx);
+        let id = s.task;
+        self.apply(on, s.effects);
         self.settle();
         id
     }
@@ -218,7 +228,8 @@ impl TestHost {
     /// Where `task` is: its holder and how, or `None` (in flight or gone).
     pub fn where_is(&self, task: TaskId) -> Option<(CpuId, Holding)> {
         self.cpus.iter().find_map(|c| {
-            c.holdings()
+            c.holdings(&self.sh)
+                .into_iter()
                 .find(|(t, _)| *t == task)
                 .map(|(_, h)| (c.id(), h))
         })

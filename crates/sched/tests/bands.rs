@@ -74,14 +74,14 @@ fn a_waking_task_with_lag_is_placed_as_linux_places_it() {
         assert!(guard < 100, "b never ran");
     }
     h.block(cpu0());
-    let vlag = h.cpus[0].entity_of(b).unwrap().vlag;
+    let vlag = h.cpus[0].entity_of(&h.sh, b).unwrap().vlag;
     assert!(vlag > 0, "b left owed service, vlag {vlag}");
     h.advance(3 * MS);
-    let va = h.cpus[0].entity_of(a).unwrap().vruntime;
+    let va = h.cpus[0].entity_of(&h.sh, a).unwrap().vruntime;
     // An interrupt wakes b: a is the only entity, weight 1024, so V = v_a
     // and the lag scales by (1024 + 1024) / 1024.
     h.irq_wake(cpu0(), b);
-    let eb = *h.cpus[0].entity_of(b).unwrap();
+    let eb = h.cpus[0].entity_of(&h.sh, b).unwrap();
     assert_eq!(
         eb.vruntime,
         va - 2 * vlag,
@@ -106,7 +106,7 @@ fn protection_holds_off_a_wakeup_preemption_until_vprot() {
         let mut h = host_with(|c| c.fair.run_to_parity = run_to_parity);
         let a = h.spawn_pinned(cpu0(), TaskSpec::fair(0));
         h.advance(MS / 2);
-        let ea = *h.cpus[0].entity_of(a).unwrap();
+        let ea = h.cpus[0].entity_of(&h.sh, a).unwrap();
         assert!(
             ea.protected(),
             "a is inside its protected slice: v {} < vprot {}",
@@ -117,8 +117,8 @@ fn protection_holds_off_a_wakeup_preemption_until_vprot() {
         short.slice_ns = Some(300_000);
         let b = h.spawn_pinned(cpu0(), short);
         let (ea, eb) = (
-            *h.cpus[0].entity_of(a).unwrap(),
-            *h.cpus[0].entity_of(b).unwrap(),
+            h.cpus[0].entity_of(&h.sh, a).unwrap(),
+            h.cpus[0].entity_of(&h.sh, b).unwrap(),
         );
         assert!(
             eb.deadline < ea.deadline,
@@ -145,7 +145,7 @@ fn protection_holds_off_a_wakeup_preemption_until_vprot() {
         let vprot = ea.vprot;
         let mut guard = 0;
         while running(&h) == a {
-            let before = h.cpus[0].entity_of(a).unwrap().vruntime;
+            let before = h.cpus[0].entity_of(&h.sh, a).unwrap().vruntime;
             assert!(
                 before < vprot,
                 "a ran past vprot ({before} >= {vprot}) without being preempted"
@@ -154,7 +154,7 @@ fn protection_holds_off_a_wakeup_preemption_until_vprot() {
             guard += 1;
             assert!(guard < 50, "a was never preempted");
         }
-        let after = h.cpus[0].entity_of(a).unwrap().vruntime;
+        let after = h.cpus[0].entity_of(&h.sh, a).unwrap().vruntime;
         assert!(
             after >= vprot,
             "a was preempted before its protection ended ({after} < {vprot})"

@@ -14,7 +14,8 @@
 use loom::sync::Arc;
 use loom::thread;
 use schedlab_sched::{
-    Balance, Config, CpuSched, Effects, Holding, Placement, Shared, Switch, TaskId, TaskSpec,
+    Balance, Config, CpuSched, Effects, Holding, Home, OnWaker, Policy, Shared, Switch, TaskId,
+    TaskSpec,
 };
 use schedlab_topology::{CpuId, CpuSet, Shape, Siblings};
 
@@ -22,7 +23,9 @@ fn cpu(i: usize) -> CpuId {
     CpuId::new(i)
 }
 
-fn machine(n: usize, newidle: bool) -> (Arc<Shared>, Vec<CpuSched>) {
+type Machine<P> = (Arc<Shared<<P as Policy>::TaskState>>, Vec<CpuSched<P>>);
+
+fn machine<P: Policy>(n: usize, newidle: bool, policy: P) -> Machine<P> {
     let topo = Shape {
         nodes: 1,
         llcs_per_node: 1,
@@ -33,7 +36,6 @@ fn machine(n: usize, newidle: bool) -> (Arc<Shared>, Vec<CpuSched>) {
     .build("loom")
     .unwrap();
     let mut cfg = Config::for_topology(&topo);
-    cfg.placement = Placement::Home;
     cfg.balance = Balance {
         newidle,
         periodic: false,
@@ -41,15 +43,16 @@ fn machine(n: usize, newidle: bool) -> (Arc<Shared>, Vec<CpuSched>) {
         ..Balance::OFF
     };
     let sh = Shared::new(topo, cfg, 8);
-    let cpus = CpuSched::for_machine(&sh);
+    let cpus = CpuSched::for_machine(&sh, policy);
     (Arc::new(sh), cpus)
 }
 
 /// A task pinned to `c`, running there.
-fn running_on(sh: &Shared, cpus: &mut [CpuSched], c: usize) -> TaskId {
-    let (t, _) = cpus[c]
+fn running_on<P: Policy>(sh: &Shared<P::TaskState>, cpus: &mut [CpuSched<P>], c: usize) -> TaskId {
+    let t = cpus[c]
         .spawn(sh, TaskSpec::fair(0).with_mask(CpuSet::single(cpu(c))), 0)
-        .unwrap();
+        .unwrap()
+        .task;
     let fx = cpus[c].pass(sh, 0, 0);
     assert_eq!(fx.switch, Some(Switch::Run(t)));
     t
@@ -59,8 +62,9 @@ fn kicked(fx: &Effects, c: usize) -> bool {
     fx.kicks.iter().any(|k| k.cpu == cpu(c)) || fx.resched
 }
 
-fn holdings(c: &CpuSched, t: TaskId) -> Vec<Holding> {
-    c.holdings()
+fn holdings<P: Policy>(sh: &Shared<P::TaskState>, c: &CpuSched<P>, t: TaskId) -> Vec<Holding> {
+    c.holdings(sh)
+        .into_iter()
         .filter(|(id, _)| *id == t)
         .map(|(_, h)| h)
         .collect()
@@ -70,7 +74,7 @@ fn holdings(c: &CpuSched, t: TaskId) -> Vec<Holding> {
 #[test]
 fn a_wake_racing_a_park_is_never_lost() {
     loom::model(|| {
-        let (sh, mut cpus) = machine(2, false);
+        let (sh, mut cpus) = machine(2, false, Home);
         let t = running_on(&sh, &mut cpus, 0);
         running_on(&sh, &mut cpus, 1); // the waker's thread
         let mut c1 = cpus.pop().unwrap();
@@ -94,7 +98,7 @@ fn a_wake_racing_a_park_is_never_lost() {
             fx1.kicks
         );
         assert_eq!(
-            holdings(&c0, t),
+            holdings(&sh, &c0, t),
             [Holding::Running],
             "the task must be held exactly once"
         );
@@ -106,7 +110,7 @@ fn a_wake_racing_a_park_is_never_lost() {
 #[test]
 fn two_wakers_post_one_wake() {
     loom::model(|| {
-        let (sh, mut cpus) = machine(3, false);
+        let (sh, mut cpus) = machine(3, false, Home);
         let t = running_on(&sh, &mut cpus, 0);
         let fx = cpus[0].block(&sh, 1, 0);
         assert!(matches!(fx.switch, Some(Switch::Idle { .. })));
@@ -142,7 +146,7 @@ fn two_wakers_post_one_wake() {
             );
             let _ = c0.pass(&sh, 3, 0);
         }
-        assert_eq!(holdings(&c0, t), [Holding::Running]);
+        assert_eq!(holdings(&sh, &c0, t), [Holding::Running]);
         assert_eq!(c0.counters().wakes_parked, 1, "one wake handled");
     });
 }
@@ -152,18 +156,19 @@ fn two_wakers_post_one_wake() {
 #[test]
 fn two_moves_racing_end_on_one_cpu() {
     loom::model(|| {
-        let (sh, mut cpus) = machine(3, true);
+        let (sh, mut cpus) = machine(3, true, Home);
         running_on(&sh, &mut cpus, 0);
         // Queued on cpu0 behind the running task, allowed on every CPU.
-        let (t, _) = cpus[0]
+        let t = cpus[0]
             .spawn(&sh, TaskSpec::fair(0).with_mask(CpuSet::single(cpu(0))), 0)
-            .unwrap();
+            .unwrap()
+            .task;
         let fx = cpus[0].set_mask(&sh, t, CpuSet::first_n(3), 0);
         assert!(fx.kicks.is_empty());
         let mut c2 = cpus.pop().unwrap();
         let mut c1 = cpus.pop().unwrap();
         let mut c0 = cpus.pop().unwrap();
-        assert_eq!(holdings(&c0, t), [Holding::Queued]);
+        assert_eq!(holdings(&sh, &c0, t), [Holding::Queued]);
         let (sa, sb) = (sh.clone(), sh.clone());
         let a = thread::spawn(move || {
             let fx = c1.pass(&sa, 10, 0);
@@ -197,7 +202,7 @@ fn two_moves_racing_end_on_one_cpu() {
         }
         let held: Vec<_> = [&c0, &c1, &c2]
             .iter()
-            .filter(|c| !holdings(c, t).is_empty())
+            .filter(|c| !holdings(&sh, c, t).is_empty())
             .map(|c| c.id())
             .collect();
         assert_eq!(
@@ -208,6 +213,64 @@ fn two_moves_racing_end_on_one_cpu() {
         assert_eq!(
             sh.task_word(t).owner,
             held[0],
+            "the park word names its holder"
+        );
+    });
+}
+
+/// A policy that decides on the waker: the waker that wins the park word
+/// takes the parked entity (waiting for the parker to store it) and sends
+/// it home, racing a second wake and the park itself. The task is never
+/// lost, never held twice, posted at most once, and its park word names
+/// its holder.
+#[test]
+fn a_waker_side_placement_racing_a_second_wake_and_a_park() {
+    loom::model(|| {
+        let (sh, mut cpus) = machine(3, false, OnWaker(Home));
+        let t = running_on(&sh, &mut cpus, 0);
+        running_on(&sh, &mut cpus, 1);
+        running_on(&sh, &mut cpus, 2);
+        let mut c2 = cpus.pop().unwrap();
+        let mut c1 = cpus.pop().unwrap();
+        let mut c0 = cpus.pop().unwrap();
+        let (sa, sb) = (sh.clone(), sh.clone());
+        let a = thread::spawn(move || {
+            let fx = c1.wake(&sa, t, 1);
+            (c1, fx)
+        });
+        let b = thread::spawn(move || {
+            let fx = c2.wake(&sb, t, 1);
+            (c2, fx)
+        });
+        let f0 = c0.block(&sh, 1, 0);
+        let (c1, fa) = a.join().unwrap();
+        let (c2, fb) = b.join().unwrap();
+        let places = [&fa, &fb]
+            .iter()
+            .flat_map(|f| f.trace.iter())
+            .filter(|e| matches!(e, schedlab_sched::Trace::Place { .. }))
+            .count();
+        assert!(
+            places <= 1,
+            "at most one waker places the task, {places} did"
+        );
+        if f0.switch != Some(Switch::Run(t)) {
+            // It parked; the winning waker sent it home: the owner adopts.
+            let _ = c0.pass(&sh, 2, 0);
+        }
+        let held: Vec<_> = [&c0, &c1, &c2]
+            .iter()
+            .flat_map(|c| holdings(&sh, c, t).into_iter().map(move |h| (c.id(), h)))
+            .collect();
+        assert_eq!(
+            held,
+            [(cpu(0), Holding::Running)],
+            "the task must run again on its CPU, held once (park returned {:?})",
+            f0.switch
+        );
+        assert_eq!(
+            sh.task_word(t).owner,
+            cpu(0),
             "the park word names its holder"
         );
     });

@@ -5,7 +5,9 @@
 
 use proptest::prelude::*;
 use schedlab_sched::testhost::TestHost;
-use schedlab_sched::{Balance, Config, Holding, Placement, SpawnPolicy, TaskId, TaskSpec};
+use schedlab_sched::{
+    Balance, Config, Holding, Home, OnWaker, Policy, SpawnPolicy, TaskId, TaskSpec, WakerStreakRule,
+};
 use schedlab_topology::{CpuId, CpuSet, Shape, Siblings};
 
 #[derive(Clone, Debug)]
@@ -115,67 +117,95 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
-    fn invariants_hold_under_random_operations((shape, k, rotate, balance) in machine(), ops in proptest::collection::vec(op(), 1..120)) {
+    fn invariants_hold_under_random_operations((shape, k, rotate, balance) in machine(), on_waker in any::<bool>(), ops in proptest::collection::vec(op(), 1..120)) {
         let topo = shape.build("random").unwrap();
-        let n = topo.num_cpus();
         let mut cfg = Config::for_topology(&topo);
-        cfg.placement = if k == 0 { Placement::Home } else { Placement::WakerStreak { waker_run: k } };
         cfg.spawn = if rotate { SpawnPolicy::Rotate } else { SpawnPolicy::Near };
         cfg.balance = if balance { Balance::ON } else { Balance::OFF };
-        let mut h = TestHost::new(topo, cfg);
-        let mut tasks: Vec<TaskId> = Vec::new();
-        for op in ops {
-            let live = |h: &TestHost, t: TaskId| h.where_is(t).is_some();
-            match op {
-                Op::Spawn { on, mask, rt } => {
-                    let mut spec = if rt { TaskSpec::rt(5) } else { TaskSpec::fair((on % 7) as i8 - 3) };
-                    spec.mask = mask.map(|m| mask_of(m, n));
-                    tasks.push(h.spawn(CpuId::new(on % n), spec));
-                }
-                Op::Wake { from, task, irq } if !tasks.is_empty() => {
-                    let t = tasks[task % tasks.len()];
-                    if irq { h.irq_wake(CpuId::new(from % n), t) } else { h.wake(CpuId::new(from % n), t) }
-                }
-                Op::Block { cpu } if h.running[cpu % n].is_some() => h.block(CpuId::new(cpu % n)),
-                Op::Yield { cpu } if h.running[cpu % n].is_some() => h.yield_now(CpuId::new(cpu % n)),
-                Op::Exit { cpu } if h.running[cpu % n].is_some() => h.exit(CpuId::new(cpu % n)),
-                Op::Sleep { cpu, us } if h.running[cpu % n].is_some() => {
-                    let at = h.now + us * 1000;
-                    h.sleep_until(CpuId::new(cpu % n), at)
-                }
-                Op::SetMask { from, task, mask } if !tasks.is_empty() => {
-                    let t = tasks[task % tasks.len()];
-                    if live(&h, t) { h.set_mask(CpuId::new(from % n), t, mask_of(mask, n)) }
-                }
-                Op::Kill { from, task } if !tasks.is_empty() => {
-                    let t = tasks[task % tasks.len()];
-                    let fx = h.cpus[from % n].kill(&h.sh, t, h.now);
-                    h.apply(CpuId::new(from % n), fx);
-                    h.settle();
-                }
-                Op::Stop { from, task } if !tasks.is_empty() => {
-                    let t = tasks[task % tasks.len()];
-                    let fx = h.cpus[from % n].stop(&h.sh, t, h.now);
-                    h.apply(CpuId::new(from % n), fx);
-                    h.settle();
-                }
-                Op::Cont { from, task } if !tasks.is_empty() => {
-                    let t = tasks[task % tasks.len()];
-                    let fx = h.cpus[from % n].cont(&h.sh, t, h.now);
-                    h.apply(CpuId::new(from % n), fx);
-                    h.settle();
-                }
-                Op::Advance { us } => h.advance(us * 1000),
-                _ => {}
-            }
-            prop_assert!(h.invariants().is_ok(), "{:?}", h.invariants());
-        }
-        // Every runnable task the machine holds runs somewhere eventually:
-        // no CPU idles while a task waits in its queue.
-        h.advance(10_000_000);
-        for c in &h.cpus {
-            let queued = c.holdings().filter(|(_, how)| *how == Holding::Queued).count();
-            prop_assert!(!(queued > 0 && c.current().is_none()), "{:?} idles with {queued} queued", c.id());
+        let rule = WakerStreakRule { waker_run: k.max(1) };
+        match (k, on_waker) {
+            (0, false) => run_ops(TestHost::new(topo, cfg, Home), ops)?,
+            (0, true) => run_ops(TestHost::new(topo, cfg, OnWaker(Home)), ops)?,
+            (_, false) => run_ops(TestHost::new(topo, cfg, rule), ops)?,
+            (_, true) => run_ops(TestHost::new(topo, cfg, OnWaker(rule)), ops)?,
         }
     }
+}
+
+/// Runs `ops` on `h`, checking the invariants after each.
+fn run_ops<P: Policy>(mut h: TestHost<P>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let n = h.cpus.len();
+    let mut tasks: Vec<TaskId> = Vec::new();
+    for op in ops {
+        let live = |h: &TestHost<P>, t: TaskId| h.where_is(t).is_some();
+        match op {
+            Op::Spawn { on, mask, rt } => {
+                let mut spec = if rt {
+                    TaskSpec::rt(5)
+                } else {
+                    TaskSpec::fair((on % 7) as i8 - 3)
+                };
+                spec.mask = mask.map(|m| mask_of(m, n));
+                tasks.push(h.spawn(CpuId::new(on % n), spec));
+            }
+            Op::Wake { from, task, irq } if !tasks.is_empty() => {
+                let t = tasks[task % tasks.len()];
+                if irq {
+                    h.irq_wake(CpuId::new(from % n), t)
+                } else {
+                    h.wake(CpuId::new(from % n), t)
+                }
+            }
+            Op::Block { cpu } if h.running[cpu % n].is_some() => h.block(CpuId::new(cpu % n)),
+            Op::Yield { cpu } if h.running[cpu % n].is_some() => h.yield_now(CpuId::new(cpu % n)),
+            Op::Exit { cpu } if h.running[cpu % n].is_some() => h.exit(CpuId::new(cpu % n)),
+            Op::Sleep { cpu, us } if h.running[cpu % n].is_some() => {
+                let at = h.now + us * 1000;
+                h.sleep_until(CpuId::new(cpu % n), at)
+            }
+            Op::SetMask { from, task, mask } if !tasks.is_empty() => {
+                let t = tasks[task % tasks.len()];
+                if live(&h, t) {
+                    h.set_mask(CpuId::new(from % n), t, mask_of(mask, n))
+                }
+            }
+            Op::Kill { from, task } if !tasks.is_empty() => {
+                let t = tasks[task % tasks.len()];
+                let fx = h.cpus[from % n].kill(&h.sh, t, h.now);
+                h.apply(CpuId::new(from % n), fx);
+                h.settle();
+            }
+            Op::Stop { from, task } if !tasks.is_empty() => {
+                let t = tasks[task % tasks.len()];
+                let fx = h.cpus[from % n].stop(&h.sh, t, h.now);
+                h.apply(CpuId::new(from % n), fx);
+                h.settle();
+            }
+            Op::Cont { from, task } if !tasks.is_empty() => {
+                let t = tasks[task % tasks.len()];
+                let fx = h.cpus[from % n].cont(&h.sh, t, h.now);
+                h.apply(CpuId::new(from % n), fx);
+                h.settle();
+            }
+            Op::Advance { us } => h.advance(us * 1000),
+            _ => {}
+        }
+        prop_assert!(h.invariants().is_ok(), "{:?}", h.invariants());
+    }
+    // Every runnable task the machine holds runs somewhere eventually:
+    // no CPU idles while a task waits in its queue.
+    h.advance(10_000_000);
+    for c in &h.cpus {
+        let queued = c
+            .holdings(&h.sh)
+            .into_iter()
+            .filter(|(_, how)| *how == Holding::Queued)
+            .count();
+        prop_assert!(
+            !(queued > 0 && c.current().is_none()),
+            "{:?} idles with {queued} queued",
+            c.id()
+        );
+    }
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //! siblings 2k and 2k+1). Written in terms of `WAKER_RUN` as the seed's were.
 
 use schedlab_sched::testhost::TestHost;
-use schedlab_sched::{Holding, Placement, TaskId, TaskSpec, WAKER_RUN};
+use schedlab_sched::{Holding, Policy, TaskId, TaskSpec, WakerStreakRule, WAKER_RUN};
 use schedlab_topology::{CpuId, CpuSet, Level};
 
 fn cpu(i: usize) -> CpuId {
@@ -12,12 +12,12 @@ fn cpu(i: usize) -> CpuId {
 
 /// amd-2x8 with the rule at WAKER_RUN and balancing off, so nothing but
 /// the rule moves a task.
-fn host() -> TestHost {
-    TestHost::quiet("amd-2x8", |c| c.placement = Placement::waker_streak())
+fn host() -> TestHost<WakerStreakRule> {
+    TestHost::quiet_with("amd-2x8", WakerStreakRule::default(), |_| {})
 }
 
 /// A task started on `home`, now parked there.
-fn parked_on(h: &mut TestHost, home: usize, mask: Option<CpuSet>) -> TaskId {
+fn parked_on<P: Policy>(h: &mut TestHost<P>, home: usize, mask: Option<CpuSet>) -> TaskId {
     let mut spec = TaskSpec::fair(0);
     spec.mask = mask;
     let t = h.spawn(cpu(home), spec);
@@ -31,13 +31,13 @@ fn parked_on(h: &mut TestHost, home: usize, mask: Option<CpuSet>) -> TaskId {
 }
 
 /// A waker thread pinned on `at`, running.
-fn waker_on(h: &mut TestHost, at: usize) -> TaskId {
+fn waker_on<P: Policy>(h: &mut TestHost<P>, at: usize) -> TaskId {
     h.spawn_pinned(cpu(at), TaskSpec::fair(0))
 }
 
 /// One parked wake of `t` from `from`'s thread, then `t` parks again
 /// wherever it ran. Returns the CPU it ran on.
-fn round(h: &mut TestHost, from: usize, t: TaskId) -> CpuId {
+fn round<P: Policy>(h: &mut TestHost<P>, from: usize, t: TaskId) -> CpuId {
     h.wake(cpu(from), t);
     let (c, how) = h.where_is(t).expect("held");
     assert_eq!(how, Holding::Running, "{t:?} should run after its wake");
@@ -83,7 +83,7 @@ fn a_wake_from_home_breaks_the_run() {
     }
     round(&mut h, 10, t);
     assert_eq!(
-        h.cpus[8].streak_of(t).unwrap().run(),
+        h.cpus[8].task_state(&h.sh, t).unwrap().run(),
         1,
         "a wake from home starts a run of one from home's LLC"
     );
@@ -114,7 +114,7 @@ fn masked_out_stays_home() {
     }
     assert_eq!(h.counters().moves_waker_rule, 0);
     assert!(
-        h.cpus[8].streak_of(t).unwrap().run() >= WAKER_RUN,
+        h.cpus[8].task_state(&h.sh, t).unwrap().run() >= WAKER_RUN,
         "the wakes were counted"
     );
 }
@@ -180,7 +180,7 @@ fn a_leaving_threads_wakes_leave_the_task_home() {
     for _ in 1..WAKER_RUN {
         round(&mut h, 1, t);
     }
-    assert_eq!(h.cpus[8].streak_of(t).unwrap().run(), WAKER_RUN - 1);
+    assert_eq!(h.cpus[8].task_state(&h.sh, t).unwrap().run(), WAKER_RUN - 1);
     h.begin_leaving(cpu(1));
     for i in 0..WAKER_RUN {
         assert_eq!(
@@ -191,7 +191,7 @@ fn a_leaving_threads_wakes_leave_the_task_home() {
     }
     assert_eq!(h.counters().moves_waker_rule, 0);
     assert_eq!(
-        h.cpus[8].streak_of(t).unwrap().run(),
+        h.cpus[8].task_state(&h.sh, t).unwrap().run(),
         WAKER_RUN - 1,
         "a leaving thread's wakes name no waker and are not counted"
     );
@@ -210,7 +210,7 @@ fn a_flagged_wake_is_not_counted_and_a_parked_one_is() {
         "a wake of a running task is a flag"
     );
     assert_eq!(
-        h.cpus[8].streak_of(t).unwrap().run(),
+        h.cpus[8].task_state(&h.sh, t).unwrap().run(),
         0,
         "a flag is seen by no one"
     );
@@ -229,7 +229,7 @@ fn a_flagged_wake_is_not_counted_and_a_parked_one_is() {
         1,
         "a parked wake naming a waker is counted"
     );
-    assert_eq!(h.cpus[8].streak_of(t).unwrap().run(), 1);
+    assert_eq!(h.cpus[8].task_state(&h.sh, t).unwrap().run(), 1);
 }
 
 #[test]
@@ -246,14 +246,14 @@ fn device_and_scheduler_wakes_name_no_waker() {
         0,
         "interrupt and deadline wakes are not counted"
     );
-    assert_eq!(h.cpus[8].streak_of(t).unwrap().run(), 0);
+    assert_eq!(h.cpus[8].task_state(&h.sh, t).unwrap().run(), 0);
 }
 
 trait SleepHelper {
     fn sleep_until_for(&mut self, t: TaskId);
 }
 
-impl SleepHelper for TestHost {
+impl<P: Policy> SleepHelper for TestHost<P> {
     /// Runs `t`, sleeps it 1 ms, and lets the deadline wake it.
     fn sleep_until_for(&mut self, t: TaskId) {
         self.irq_wake(CpuId::new(1), t);
@@ -292,7 +292,7 @@ fn rt_tasks_are_counted_but_not_moved() {
     }
     assert_eq!(h.counters().moves_waker_rule, 0);
     assert_eq!(
-        h.cpus[8].streak_of(t).unwrap().run(),
+        h.cpus[8].task_state(&h.sh, t).unwrap().run(),
         2 * WAKER_RUN,
         "counted all the same"
     );

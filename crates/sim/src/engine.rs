@@ -35,13 +35,14 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use schedlab_sched::{
-    Config, CpuSched, Delivery, Effects, KickKind, KickWhy, PlaceReason, Shared, Switch, TaskId,
-    TaskSpec, TaskState, Trace,
+    Config, CpuSched, Delivery, Effects, KickKind, KickWhy, PlaceReason, Policy, Shared, Switch,
+    TaskId, TaskSpec, TaskState, Trace,
 };
 use schedlab_topology::{CpuId, CpuSet, Level, Topology};
 
 use crate::cost::CostModel;
 use crate::events::{Event, EventKind, PrevState};
+use crate::policy::PolicyRef;
 use crate::program::{flatten, Instr, Op};
 
 /// A task the simulation starts with.
@@ -65,6 +66,8 @@ pub struct TaskDef {
 pub struct SimSpec {
     pub topology: Topology,
     pub config: Config,
+    /// The placement policy every CPU runs.
+    pub policy: PolicyRef,
     pub cost: CostModel,
     /// The idle depth a CPU sleeps at.
     pub idle_depth: u8,
@@ -255,10 +258,10 @@ pub struct TaskOutcome {
     pub cpu_ns: u64,
 }
 
-/// One simulation.
-pub struct Sim {
-    sh: Shared,
-    sched: Vec<CpuSched>,
+/// One simulation of a machine whose CPUs run the policy `P`.
+pub struct Engine<P: Policy> {
+    sh: Shared<P::TaskState>,
+    sched: Vec<CpuSched<P>>,
     hw: Vec<HwCpu>,
     /// Each CPU's tick phase within a tick period.
     tick_phase: Vec<u64>,
@@ -334,7 +337,7 @@ fn encode(cpu: CpuId, t: &Trace) -> [u8; 16] {
                 schedlab_sched::Delivery::Dead => 5001,
             },
         ),
-        Trace::Counted { task, streak } => (2, task.0, streak.bits() as u32, 0),
+        Trace::Counted { task, bits, .. } => (2, task.0, bits as u32, 0),
         Trace::Place {
             task,
             from,
@@ -344,7 +347,7 @@ fn encode(cpu: CpuId, t: &Trace) -> [u8; 16] {
             3,
             task.0,
             (from.index() as u32) << 16 | cpu.index() as u32,
-            reason as u32,
+            reason.code(),
         ),
         Trace::ParkReturned { task } => (4, task.0, 0, 0),
         Trace::Parked { task } => (5, task.0, 0, 0),
@@ -358,13 +361,14 @@ fn encode(cpu: CpuId, t: &Trace) -> [u8; 16] {
     b
 }
 
-impl Sim {
-    /// Builds a simulation; its RNG tree is rooted at `seed`.
-    pub fn new(spec: &SimSpec, seed: u64) -> Sim {
+impl<P: Policy> Engine<P> {
+    /// Builds a simulation running `policy`; its RNG tree is rooted at
+    /// `seed`. (`Sim::new` runs the policy `spec` names.)
+    pub fn new(spec: &SimSpec, seed: u64, policy: P) -> Engine<P> {
         let n = spec.topology.num_cpus();
         let max_tasks = spec.tasks.len() + 4096;
         let sh = Shared::new(spec.topology.clone(), spec.config, max_tasks);
-        let sched = CpuSched::for_machine(&sh);
+        let sched = CpuSched::for_machine(&sh, policy);
         let hw = (0..n)
             .map(|_| HwCpu {
                 current: None,
@@ -378,7 +382,7 @@ impl Sim {
                 idle_switch_until: 0,
             })
             .collect();
-        let mut sim = Sim {
+        let mut sim = Engine {
             sh,
             sched,
             hw,
@@ -496,9 +500,10 @@ impl Sim {
         let mut spec = def.spec;
         let mask = spec.mask.unwrap_or(*self.sh.topology().cpus());
         spec.mask = Some(CpuSet::single(c));
-        let (id, fx) = self.sched[c.index()]
+        let s = self.sched[c.index()]
             .spawn(&self.sh, spec, self.now)
             .expect("start a task");
+        let (id, fx) = (s.task, s.effects);
         self.apply(c, fx);
         if mask != CpuSet::single(c) {
             let fx = self.sched[c.index()].set_mask(&self.sh, id, mask, self.now);
@@ -614,7 +619,7 @@ impl Sim {
             o.final_cpu = self
                 .sched
                 .iter()
-                .find(|s| s.task(*id).is_some())
+                .find(|s| s.task(&self.sh, *id).is_some())
                 .map(|s| s.id())
                 .or(t.last_cpu);
         }
@@ -823,7 +828,11 @@ impl Sim {
                     to,
                     reason: reason.name(),
                 },
-                Trace::Counted { task, streak } => EventKind::Streak {
+                Trace::Counted {
+                    task,
+                    streak: Some(streak),
+                    ..
+                } => EventKind::Streak {
                     task,
                     llc: streak.llc_index() as u16,
                     run: streak.run(),
@@ -1078,7 +1087,7 @@ impl Sim {
     /// One op; `true` when the program goes straight on.
     fn op(&mut self, cpu: CpuId, task: TaskId, op: &Op) -> bool {
         let cost = self.spec_cost;
-        let topo_level = |sim: &Sim, a: CpuId, b: CpuId| sim.sh.topology().level_between(a, b);
+        let topo_level = |sim: &Self, a: CpuId, b: CpuId| sim.sh.topology().level_between(a, b);
         match op {
             Op::Run(ns) => {
                 let st = self.tasks.get_mut(&task).expect("known");
@@ -1352,9 +1361,10 @@ impl Sim {
                 let ws = st.working_set;
                 let parent = st.name.clone();
                 let body = self.programs.get(program).cloned().unwrap_or_default();
-                let (child, fx) = self.sched[cpu.index()]
+                let s = self.sched[cpu.index()]
                     .spawn(&self.sh, spec, self.now)
                     .expect("spawn");
+                let (child, fx) = (s.task, s.effects);
                 let mut code = Vec::new();
                 flatten(&body, &mut code);
                 self.add_task(child, &format!("{parent}.{program}"), code, ws, spec);

@@ -5,6 +5,8 @@
 //! * [`engine`]: the event queue, the CPUs, the program interpreter,
 //!   devices, the trace hash and the invariant checks;
 //! * [`cost`]: the cost model and its sources;
+//! * [`policy`]: policies by name (the registry) and how a simulation
+//!   starts one;
 //! * [`program`]: the ops a task runs;
 //! * [`figures`]: what a run reports;
 //! * [`events`]: the event log the trace outputs are made from.
@@ -18,14 +20,31 @@ pub mod cost;
 pub mod engine;
 pub mod events;
 pub mod figures;
+pub mod policy;
 pub mod program;
 
 pub use cost::{ByLevel, CostModel};
-pub use engine::{Outcome, Sim, SimSpec, TaskDef, TaskOutcome};
+pub use engine::{Engine, Outcome, SimSpec, TaskDef, TaskOutcome};
 pub use events::{Event, EventKind, PrevState};
 pub use figures::Figure;
+pub use policy::{PolicyRef, Registry};
 pub use program::Op;
 pub use schedlab_sched as sched;
+
+/// One simulation of `spec`, running the policy it names.
+pub struct Sim(Box<dyn policy::Run>);
+
+impl Sim {
+    /// Builds a simulation; its RNG tree is rooted at `seed`.
+    pub fn new(spec: &SimSpec, seed: u64) -> Sim {
+        Sim(spec.policy.start(spec, seed))
+    }
+
+    /// Runs to the end; returns what it measured.
+    pub fn run(self) -> Outcome {
+        self.0.run()
+    }
+}
 
 /// Runs `spec` twice with `seed` and names the first event where the runs
 /// differ, or `None` when they agree event for event.

@@ -499,6 +499,17 @@ impl Topology {
         }
     }
 
+    /// The rings around `cpu`, nearest first: its LLC, the rest of its
+    /// node, the rest of the machine (each without the ones before it; a
+    /// ring may be empty). Every "own LLC, then node, then farther" search
+    /// walks these, scanning each ring in id order from `cpu` on, and takes
+    /// the first ring that has an answer.
+    pub fn rings(&self, cpu: CpuId) -> [CpuSet; 3] {
+        let llc = *self.llc_cpus(cpu);
+        let node = *self.node_cpus(cpu);
+        [llc, node - llc, self.all - node]
+    }
+
     /// The nearest level both CPUs share.
     pub fn level_between(&self, a: CpuId, b: CpuId) -> Level {
         let (pa, pb) = (self.place(a), self.place(b));

@@ -1,0 +1,73 @@
+//! Behaviour pinned across refactors: the trace hash of every built-in
+//! scenario and every suite row, under `home` and `waker-streak`, at two
+//! seeds. A re-architecture must leave every hash as it was; a change to
+//! the model changes them once, in a commit that says so and regenerates
+//! the file with
+//!
+//! ```text
+//! SCHEDLAB_PIN=write cargo test -p schedlab-scenarios --test pinned
+//! ```
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use schedlab_scenarios::{catalog, rows, Params};
+use schedlab_sim::Sim;
+
+const SEEDS: [u64; 2] = [1, 2];
+const POLICIES: [&str; 2] = ["home", "waker-streak"];
+
+/// Short runs keep this test quick: the first 50 ms of each scenario (the
+/// whole of most) is where placement happens.
+fn hashes() -> String {
+    let mut out = String::new();
+    let names = catalog::names().chain(rows::ROWS.iter().map(|r| r.name));
+    for name in names {
+        for policy in POLICIES {
+            let mut args = vec![format!("policy={policy}")];
+            if !matches!(name, "cs_spinners") {
+                args.push("run_ms=50".to_string());
+            }
+            let p = Params::parse(&args).expect("k=v");
+            let s = match catalog::build(name, None, p) {
+                Ok(s) => s,
+                // A scenario without a run_ms parameter of its own still
+                // takes the common one; any other error is a real failure.
+                Err(e) => panic!("{name} {policy}: {e}"),
+            };
+            for seed in SEEDS {
+                let o = Sim::new(&s.spec, seed).run();
+                writeln!(
+                    out,
+                    "{name} {policy} {seed} {:016x} {}",
+                    o.trace_hash, o.events
+                )
+                .unwrap();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn trace_hashes_are_unchanged() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace_hashes.txt");
+    let now = hashes();
+    if std::env::var("SCHEDLAB_PIN").as_deref() == Ok("write") {
+        std::fs::write(&path, &now).expect("write the pinned hashes");
+        return;
+    }
+    let pinned = std::fs::read_to_string(&path).expect("tests/fixtures/trace_hashes.txt");
+    for (want, got) in pinned.lines().zip(now.lines()) {
+        assert_eq!(
+            want, got,
+            "scenario policy seed hash events: the event stream changed \
+             (reproduce with `schedlab run SCENARIO --param policy=P --param run_ms=50 --seed N`)"
+        );
+    }
+    assert_eq!(
+        pinned.lines().count(),
+        now.lines().count(),
+        "the list of pinned (scenario, policy, seed) changed"
+    );
+}

@@ -1,0 +1,221 @@
+//! Policies by name: what a [`SimSpec`] runs, and the registry every name a
+//! user writes (`--policy`, `--base`, `--head`, `policy = ".."` in a file,
+//! `--param policy=..`) is looked up in.
+//!
+//! The scheduler is generic over its policy, so a simulation is an
+//! [`Engine<P>`] for one `P`. A [`PolicyRef`] is a named, type-erased way to
+//! start one: the only dynamic dispatch is this one call per run. A
+//! [`Registry`] maps a family name (`home`, `waker-streak`, or a user's
+//! own) to a constructor that takes the name's argument (`waker-streak:4`
+//! gives `4`), so a binary of the user's can add a policy and get every
+//! command with it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use schedlab_sched::{BuiltinPolicy, Home, Policy, WakerStreakRule};
+
+use crate::engine::{Engine, Outcome, SimSpec};
+
+/// A simulation ready to run.
+pub trait Run {
+    fn run(self: Box<Self>) -> Outcome;
+}
+
+impl<P: Policy> Run for Engine<P> {
+    fn run(self: Box<Self>) -> Outcome {
+        Engine::run(*self)
+    }
+}
+
+type Start = dyn Fn(&SimSpec, u64) -> Box<dyn Run> + Send + Sync;
+
+/// A policy with its name, ready to start simulations.
+#[derive(Clone)]
+pub struct PolicyRef {
+    name: String,
+    start: Arc<Start>,
+}
+
+impl PolicyRef {
+    /// `policy` under `name` (its canonical name: what outputs print).
+    pub fn new<P: Policy>(name: impl Into<String>, policy: P) -> PolicyRef {
+        PolicyRef {
+            name: name.into(),
+            start: Arc::new(move |spec: &SimSpec, seed: u64| -> Box<dyn Run> {
+                Box::new(Engine::new(spec, seed, policy.clone()))
+            }),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn start(&self, spec: &SimSpec, seed: u64) -> Box<dyn Run> {
+        (self.start)(spec, seed)
+    }
+}
+
+impl From<BuiltinPolicy> for PolicyRef {
+    fn from(b: BuiltinPolicy) -> PolicyRef {
+        match b {
+            BuiltinPolicy::Home => PolicyRef::new(b.to_string(), Home),
+            BuiltinPolicy::WakerStreak { waker_run } => {
+                PolicyRef::new(b.to_string(), WakerStreakRule { waker_run })
+            }
+        }
+    }
+}
+
+impl Default for PolicyRef {
+    /// The seed's rule at its run, `waker-streak`.
+    fn default() -> PolicyRef {
+        PolicyRef::new("waker-streak", WakerStreakRule::default())
+    }
+}
+
+impl fmt::Debug for PolicyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PolicyRef({})", self.name)
+    }
+}
+
+impl PartialEq for PolicyRef {
+    fn eq(&self, o: &PolicyRef) -> bool {
+        self.name == o.name
+    }
+}
+
+type Make = dyn Fn(Option<&str>) -> Result<PolicyRef, String> + Send + Sync;
+
+#[derive(Clone)]
+struct Family {
+    about: String,
+    make: Arc<Make>,
+}
+
+/// Policy families by name.
+#[derive(Clone)]
+pub struct Registry {
+    families: BTreeMap<String, Family>,
+}
+
+impl Default for Registry {
+    fn default() -> Registry {
+        Registry::builtin()
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.families.keys()).finish()
+    }
+}
+
+impl Registry {
+    /// The built-in families: `home` and `waker-streak[:K]`.
+    pub fn builtin() -> Registry {
+        let mut r = Registry {
+            families: BTreeMap::new(),
+        };
+        let builtin = |family: &'static str| {
+            move |arg: Option<&str>| {
+                let name = match arg {
+                    Some(a) => format!("{family}:{a}"),
+                    None => family.to_string(),
+                };
+                name.parse::<BuiltinPolicy>()
+                    .map(PolicyRef::from)
+                    .map_err(|e| e.0)
+            }
+        };
+        r.add(
+            "home",
+            "the seed's base: back to the CPU it parked on, or a wake forward in its LLC",
+            builtin("home"),
+        );
+        r.add(
+            "waker-streak",
+            "home plus the seed's rule: K parked wakes in a row from another LLC move it there (K = 8; waker-streak:K)",
+            builtin("waker-streak"),
+        );
+        r
+    }
+
+    /// Adds (or replaces) a family whose constructor takes the argument
+    /// after `family:`, if any.
+    pub fn add(
+        &mut self,
+        family: &str,
+        about: &str,
+        make: impl Fn(Option<&str>) -> Result<PolicyRef, String> + Send + Sync + 'static,
+    ) -> &mut Self {
+        self.families.insert(
+            family.to_string(),
+            Family {
+                about: about.to_string(),
+                make: Arc::new(make),
+            },
+        );
+        self
+    }
+
+    /// Adds a policy that takes no argument, under `name`.
+    pub fn add_policy<P: Policy>(&mut self, name: &str, about: &str, policy: P) -> &mut Self {
+        let family = name.to_string();
+        self.add(name, about, move |arg| match arg {
+            None => Ok(PolicyRef::new(family.clone(), policy.clone())),
+            Some(a) => Err(format!("policy {family:?} takes no argument (got {a:?})")),
+        })
+    }
+
+    /// The policy `name` names (`family` or `family:ARG`).
+    pub fn resolve(&self, name: &str) -> Result<PolicyRef, String> {
+        let (family, arg) = match name.split_once(':') {
+            Some((f, a)) => (f, Some(a)),
+            None => (name, None),
+        };
+        match self.families.get(family) {
+            Some(f) => (f.make)(arg),
+            None => Err(format!(
+                "unknown policy {name:?}: expected one of {}",
+                self.families
+                    .keys()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// `(family, what it is)` in name order.
+    pub fn families(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.families
+            .iter()
+            .map(|(n, f)| (n.as_str(), f.about.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_names_resolve_to_their_canonical_form() {
+        let r = Registry::builtin();
+        for (given, canonical) in [
+            ("home", "home"),
+            ("waker-streak", "waker-streak"),
+            ("waker-streak:8", "waker-streak"),
+            ("waker-streak:4", "waker-streak:4"),
+        ] {
+            let p = r.resolve(given).unwrap_or_else(|e| panic!("{given}: {e}"));
+            assert_eq!(p.name(), canonical, "{given} resolves to {canonical}");
+        }
+        for bad in ["nope", "home:1", "waker-streak:0", "waker-streak:x", ""] {
+            assert!(r.resolve(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+}
