@@ -1,21 +1,18 @@
 #!/usr/bin/env bash
-# Mutation controls for the scheduler's rule and delivery code (DESIGN.md
-# section 12). Each mutation is a cargo feature of schedlab-sched that breaks
-# one rule (see crates/sched/Cargo.toml); this script turns each on alone,
-# runs the scheduler's host tests, the simulator's tests and the CLI's (the
-# suite's claims among them), expects some to go red, and prints
-# mutation -> the tests that went red. Nothing in the tree is edited, so
-# there is nothing to restore. Exits 1 if any mutation leaves every test
-# green.
+# Mutation controls: each file in scripts/mutants/ is a patch that breaks
+# one rule of the scheduler. This script applies each alone, runs the
+# scheduler's host tests, the simulator's tests and the CLI's (the suite's
+# claims among them), expects some to go red, reverses the patch, and
+# prints mutation -> the tests that went red. No mutant code lives in
+# crates/: a patch is applied, run and reversed, and the tree is restored
+# even when the script is interrupted. Exits 1 if any mutation leaves every
+# test green or does not apply.
 #
-#   scripts/mutants.sh            # all mutations (a few minutes on 2 cores)
+#   scripts/mutants.sh            # all mutations (about 20 minutes on 2 cores)
 #   scripts/mutants.sh no-rule    # one
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-all=(rung-accepted no-core-check no-rule mask-ignored leaving-ignored flags-counted resched-always-ipi no-repick-renewal pick-left-always no-forceidle-turn no-cookie-steal)
-muts=("${@:-${all[@]}}")
-[ $# -gt 0 ] || muts=("${all[@]}")
 declare -A what=(
   [rung-accepted]="the old predicate: a rung CPU is accepted (asleep, not sleeping_unrung)"
   [no-core-check]="no core check: the waker's SMT sibling may be chosen"
@@ -29,21 +26,38 @@ declare -A what=(
   [no-forceidle-turn]="no task_tick_core(): a task beside a forced-idle sibling never gives way"
   [no-cookie-steal]="a forced-idle CPU pulls no task of the core's cookie"
 )
+if [ $# -gt 0 ]; then
+  muts=("$@")
+else
+  muts=()
+  for p in scripts/mutants/*.patch; do muts+=("$(basename "$p" .patch)"); done
+fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/mutants}
+applied=""
+restore() { [ -z "$applied" ] || git apply -R "$applied"; applied=""; }
+trap restore EXIT INT TERM
 status=0
 printf '%-18s | %s\n' "mutation" "tests that went red"
 printf '%-18s-+-%s\n' "------------------" "-------------------"
 for m in "${muts[@]}"; do
+  patch="scripts/mutants/$m.patch"
+  if ! git apply "$patch" 2>/dev/null; then
+    printf '%-18s | %s\n' "$m" "(does not apply: $patch)"
+    status=1
+    continue
+  fi
+  applied=$patch
   log=$(mktemp)
   # Release: the mask mutant trips debug asserts at once; we want the tests'
   # own assertions to be what goes red.
-  cargo test -p schedlab-sched -p schedlab-scenarios -p schedlab --release --features "schedlab-sched/mutant-$m" --no-fail-fast >"$log" 2>&1
+  cargo test -p schedlab-sched -p schedlab-scenarios -p schedlab --release --no-fail-fast >"$log" 2>&1
+  restore
   red=$(grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u | tr '\n' ' ')
   if grep -qE '^error: could not compile' "$log"; then
     red="(did not build: $(grep -m1 -E '^error' "$log"))"
     status=1
   elif [ -z "$red" ]; then
-    red="NONE: every test stayed green (${what[$m]})"
+    red="NONE: every test stayed green (${what[$m]:-$m})"
     status=1
   fi
   printf '%-18s | %s\n' "$m" "$red"

@@ -563,6 +563,12 @@ impl<P: Policy> CpuSched<P> {
         initial: bool,
         fx: &mut Effects,
     ) {
+        debug_assert!(
+            task.mask.contains(self.id),
+            "{:?} queued on {:?}, outside its mask",
+            task.id,
+            self.id
+        );
         if task.stopped {
             self.held.insert(task.id, task);
             return;
