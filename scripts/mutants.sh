@@ -35,7 +35,8 @@ fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/mutants}
 applied=""
 restore() { [ -z "$applied" ] || git apply -R "$applied"; applied=""; }
-trap restore EXIT INT TERM
+trap restore EXIT
+trap 'exit 130' INT TERM
 status=0
 printf '%-18s | %s\n' "mutation" "tests that went red"
 printf '%-18s-+-%s\n' "------------------" "-------------------"
