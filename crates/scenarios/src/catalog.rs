@@ -1,4 +1,4 @@
-//! The built-in scenarios: the seed's cases (seeds/000) and the rows they
+//! The built-in scenarios: the seed's cases (the seed kernel's, docs/REFERENCES.md) and the rows they
 //! are measured by. Each reads its own parameters and the common ones.
 
 use schedlab_sim::sched::{Balance, TaskSpec};
@@ -453,7 +453,7 @@ fn many_pairs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// seeds/004's selftest: cookie one SMT pair, run two spinners on each of
+/// The seed-004 selftest (docs/REFERENCES.md): cookie one SMT pair, run two spinners on each of
 /// its siblings, count reschedule IPIs. Linux measured 808-2123 per CPU per
 /// second without the fix (the selftest fails above 1000) and 224-271 with
 /// it.

@@ -1,4 +1,4 @@
-//! The suite's rows: the seed's benchmark table (DESIGN.md section 10),
+//! The suite's rows: the seed's benchmark table (docs/ARCHITECTURE.md, the suite),
 //! simulated. Each row is a built-in scenario (`schedlab run ipc.reqrep.8`)
 //! whose first figure is the row's, with a unit and a direction.
 //!

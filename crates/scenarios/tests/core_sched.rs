@@ -1,4 +1,4 @@
-//! Core scheduling and reschedule IPIs (seeds/004) on the simulator.
+//! Core scheduling and reschedule IPIs (seed-004, docs/REFERENCES.md) on the simulator.
 //!
 //! The figure is resched IPIs per CPU per second of the cookied pair, over
 //! 2 s of simulated time, one value per seed. A seed is a timing of the

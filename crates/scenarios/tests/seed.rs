@@ -1,4 +1,4 @@
-//! The seed's simulator experiments (seeds/000), the cost model's
+//! The seed's simulator experiments (the seed kernel, docs/REFERENCES.md), the cost model's
 //! calibration, and determinism. Every assertion names the seed that
 //! reproduces it (`schedlab run SCENARIO --seed N`).
 
@@ -100,7 +100,7 @@ fn indep_wakes_move_at_the_formulas_rate() {
     }
 }
 
-/// DESIGN.md section 9's calibration: on amd-2x8, reqrep.8 split across the
+/// The cost model's calibration (docs/REFERENCES.md): on amd-2x8, reqrep.8 split across the
 /// LLCs reads 1.15-1.35x the pair on two cores of one LLC, and the pair on
 /// one core's siblings 1.05-1.25x two cores. Ratios of simulated time.
 #[test]

@@ -52,7 +52,7 @@
 //! A remote reschedule (`__resched_curr()`) sets the sibling's flag and
 //! sends an IPI only if the flag was clear; the sibling's pass clears it.
 //!
-//! ## The storm this reproduces (seeds/004)
+//! ## The storm this reproduces (seed-004, docs/REFERENCES.md)
 //!
 //! Two spinners on each sibling of a cookied pair. Without the fix, an
 //! entity whose protection ended while it stays the best pick is re-picked

@@ -16,7 +16,7 @@ pub const MAX_RUN: u8 = 63;
 
 /// How many parked wakes in a row from one other LLC move a task there.
 ///
-/// 8, from the seed's measurements (seeds/000, "Why 8"): a split
+/// 8, from the seed's measurements (the seed kernel's "Why 8", docs/REFERENCES.md): a split
 /// request/reply pair pays k split round trips once (about 1.7 µs each on the
 /// AMD bench, so 14 µs at 8), while a shorter run makes a server with a
 /// client in each LLC bounce: at 240 rounds over 40 seeds a run of 4 moved

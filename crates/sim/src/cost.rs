@@ -2,8 +2,9 @@
 //!
 //! One struct with named fields, a default calibrated once for every
 //! scenario (never per scenario), and a TOML form (`[cost]` in a scenario
-//! file, any field may be left out). Sources are DESIGN.md section 14 and
-//! the references it cites; each field says which.
+//! file, any field may be left out). Each field says where its default
+//! comes from (docs/REFERENCES.md has the sources) or that it is an
+//! estimate.
 //!
 //! Calibration (held by a test): on `amd-2x8`, `ipc.reqrep.8` split across
 //! the LLCs reads 1.15–1.35× the pair in one LLC on two cores (the seed's
@@ -57,19 +58,23 @@ pub struct CostModel {
     pub ipi_ns: u64,
     /// A context switch (x86: 1.1–1.5 µs).
     pub context_switch_ns: u64,
-    /// Entering the kernel and posting a wake or a message.
+    /// Entering the kernel and posting a wake or a message. An estimate,
+    /// not measured.
     pub syscall_ns: u64,
     /// A thread's way from deciding to block to giving up the CPU (the
-    /// futex_wait/poll path before schedule()).
+    /// futex_wait/poll path before schedule()). An estimate, not measured.
     pub block_ns: u64,
-    /// The scheduler pass that handles a kick (drain, decide).
+    /// The scheduler pass that handles a kick (drain, decide). An
+    /// estimate, not measured.
     pub pass_ns: u64,
     /// How much slower a thread runs while its SMT sibling is busy
     /// (2 threads on one core give about 1.2–1.3x one thread's throughput,
-    /// so each runs at about 0.6: 1.6x slower).
+    /// so each runs at about 0.6: 1.6x slower). An estimate from that
+    /// common rule of thumb, not measured on the seed's machine.
     pub smt_slowdown: f64,
     /// Refill after a migration: the working set is re-read at the
-    /// bandwidth of the distance moved, at most this many bytes.
+    /// bandwidth of the distance moved, at most this many bytes. An
+    /// estimate.
     pub refill_cap_bytes: u64,
     /// The bytes of a task's private-cache footprint (L1/L2 lines its path
     /// touches between runs) that another task sharing the core (the same
@@ -81,7 +86,8 @@ pub struct CostModel {
     /// Latencies of kicks and context switches vary by up to this fraction
     /// either way, drawn from the run's seeded RNG: real wake-ups vary
     /// (timer and cache state), and it lets a sweep over seeds explore
-    /// timings, not only tie orders. 0 makes the costs exact.
+    /// timings, not only tie orders. 0 makes the costs exact. An estimate
+    /// of the spread, not measured.
     pub jitter: f64,
     /// Each CPU's tick has its own phase, drawn from the seed, instead of
     /// all CPUs ticking on the same boundary. Off on metal (Linux's default
@@ -92,7 +98,8 @@ pub struct CostModel {
     /// measurement: with aligned ticks `cs_spinners` shows no storm, which
     /// the seed's guest did).
     pub tick_skew: bool,
-    /// An interrupt's entry and exit on the CPU that takes it.
+    /// An interrupt's entry and exit on the CPU that takes it. An
+    /// estimate, not measured.
     pub irq_ns: u64,
     /// Creating a thread (clone + setup) on the parent's CPU; spawn + join
     /// reads 9–20 µs on x86 servers.
