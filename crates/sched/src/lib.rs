@@ -19,7 +19,7 @@
 //!    counted); for one that is, the deciding CPU (its owner, or the waker
 //!    for a policy that decides there) refreshes affinity, lets the policy
 //!    count the wake, and asks it where the task goes.
-//! 5. **Every atomic and lock through [`sync`]**, which swaps in loom's types
+//! 5. **Every atomic and lock through `sync`**, which swaps in loom's types
 //!    under `cfg(loom)`; `tests/loom.rs` model-checks the park word, the
 //!    mailbox and the doorbell.
 //! 6. **Policies are types.** [`CpuSched`] is generic over a [`Policy`]:
