@@ -2,13 +2,15 @@
 //!
 //! The figure is resched IPIs per CPU per second of the cookied pair, over
 //! 2 s of simulated time, one value per seed. A seed is a timing of the
-//! guest's vCPU ticks (the `guest` cost preset), as a boot is on the
-//! selftest's QEMU guest. The model reads (40 seeds):
+//! guest's vCPU ticks (the `guest` cost preset: ticks out of phase, and
+//! every timer expiry late by KVM's measured injection latency, min
+//! 0.47 µs, mean 0.71 µs), as a boot is on the selftest's QEMU guest. The
+//! model reads (40 seeds):
 //!
-//! * without the re-pick renewal: median about 600, mean about 900, from
-//!   167 to about 3800, 12 of 40 seeds above the selftest's failure line
+//! * without the re-pick renewal: median about 650, mean about 1060, from
+//!   167 to about 5350, 12 of 40 seeds above the selftest's failure line
 //!   of 1000;
-//! * with it: 167 to 200 on every seed.
+//! * with it: 167 to 201 on every seed.
 //!
 //! Linux measured 808-2123 (6 of 7 runs above 1000) and 224-271. The
 //! storm's mechanism is Linux's (coresched's module doc, and its

@@ -743,7 +743,8 @@ impl<P: Policy> Engine<P> {
         if let Some(t) = fx.timer {
             if self.hw[cpu.index()].timer != Some(t) {
                 self.hw[cpu.index()].timer = Some(t);
-                self.push(t.max(self.now), Ev::Timer { cpu });
+                let late = self.timer_late();
+                self.push(t.max(self.now) + late, Ev::Timer { cpu });
             }
         }
         if let Some(sw) = fx.switch {
@@ -765,6 +766,17 @@ impl<P: Policy> Engine<P> {
     fn event_log(&mut self, kind: EventKind) {
         let at = self.now;
         self.out.event_log.push(Event { at, kind });
+    }
+
+    /// How late this timer expiry fires (`CostModel::timer_late`), from the
+    /// machine's RNG stream; nothing is drawn when there is none.
+    fn timer_late(&mut self) -> u64 {
+        let l = self.spec_cost.timer_late;
+        if l.is_none() {
+            return 0;
+        }
+        let u = (self.hw_rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        l.at(u)
     }
 
     fn jittered(&mut self, ns: u64) -> u64 {
@@ -988,6 +1000,9 @@ impl<P: Policy> Engine<P> {
         let phase = self.tick_phase[cpu.index()];
         let next = ((self.now + tick - phase) / tick) * tick + phase;
         let next = if next <= self.now { next + tick } else { next };
+        // Late against its grid, never drifting: the next one is armed on
+        // the grid again.
+        let next = next + self.timer_late();
         let h = &mut self.hw[cpu.index()];
         h.tick_token += 1;
         let token = h.tick_token;

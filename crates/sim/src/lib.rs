@@ -23,7 +23,7 @@ pub mod figures;
 pub mod policy;
 pub mod program;
 
-pub use cost::{ByLevel, CostModel};
+pub use cost::{ByLevel, CostModel, Lateness};
 pub use engine::{Engine, Outcome, SimSpec, TaskDef, TaskOutcome};
 pub use events::{Event, EventKind, PrevState};
 pub use figures::Figure;
