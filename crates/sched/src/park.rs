@@ -84,6 +84,7 @@ const OWNER_SHIFT: u32 = 16;
 const OWNER_MASK: u64 = 0xffff << OWNER_SHIFT;
 
 /// What a delivery did.
+#[must_use = "a delivery that posts must be followed by its kick and the owner's pass"]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Delivery {
     /// The task was not parked: its pending flag is set. Not counted.
