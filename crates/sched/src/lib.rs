@@ -53,6 +53,7 @@ pub mod fair;
 pub mod invariants;
 mod lifecycle;
 pub mod park;
+pub mod pelt;
 mod pick;
 pub mod policy;
 pub mod runqueue;
