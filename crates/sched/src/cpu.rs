@@ -232,6 +232,7 @@ impl<P: Policy> CpuSched<P> {
         spec: TaskSpec,
         now: u64,
     ) -> Result<Spawned, SpawnError> {
+        self.rq.clock_to(now);
         let topo = sh.topology();
         let mask = spec.mask.map_or(*topo.cpus(), |m| m & *topo.cpus());
         if mask.is_empty() {
@@ -269,6 +270,7 @@ impl<P: Policy> CpuSched<P> {
             cookie: spec.cookie,
             policy: P::TaskState::default(),
             fair: Entity::new(nice, slice),
+            avg: new_task_avg(now, Entity::new(nice, slice).weight),
             leaving: false,
             stopped: false,
             killed: false,
@@ -304,6 +306,7 @@ impl<P: Policy> CpuSched<P> {
     /// `irq_exit`) wakes `task`. Goes through delivery; attribution is
     /// [`CpuSched::waker`].
     pub fn wake(&mut self, sh: &Shared<P::TaskState>, task: TaskId, now: u64) -> Effects {
+        self.rq.clock_to(now);
         let cause = WakeCause {
             waker: self.waker(),
         };
@@ -350,6 +353,7 @@ impl<P: Policy> CpuSched<P> {
         deadline: Option<u64>,
         idle: IdleDepth,
     ) -> Effects {
+        self.rq.clock_to(now);
         let mut task = self.rq.current.take().expect("block with no running task");
         let slot = sh.slot(task.id);
         slot.park.commit();
@@ -379,6 +383,7 @@ impl<P: Policy> CpuSched<P> {
     /// The running task yields: fair moves its deadline a slice on
     /// (`yield_task_fair`), RT goes to the back of its priority.
     pub fn yield_now(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
+        self.rq.clock_to(now);
         if let Some(t) = self.rq.current.as_mut() {
             if t.is_rt() {
                 let t = self.rq.current.take().expect("checked");
@@ -407,6 +412,7 @@ impl<P: Policy> CpuSched<P> {
     /// The running task exits: leaving is set, joiners are woken (with no
     /// waker), the task is gone, and the CPU passes.
     pub fn exit(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
+        self.rq.clock_to(now);
         self.begin_leaving();
         let mut fx = Effects::default();
         let task = self.current().expect("exit with no running task");
@@ -452,6 +458,10 @@ impl<P: Policy> CpuSched<P> {
     /// The scheduler tick: charge the running task, ask for a reschedule
     /// per `update_curr()`, and balance periodically.
     pub fn tick(&mut self, sh: &Shared<P::TaskState>, now: u64) -> Effects {
+        self.rq.clock_to(now);
+        // `entity_tick()` -> `update_load_avg()`, published for wakers.
+        self.rq.sync_pelt();
+        sh.set_pelt(self.id, &self.rq.avg);
         let mut fx = Effects::default();
         let others = !self.rq.fair.is_empty();
         let asks = self
@@ -497,6 +507,7 @@ impl<P: Policy> CpuSched<P> {
 
     /// Drains the mailbox, fires deadlines, and picks (see the module doc).
     pub fn pass(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
+        self.rq.clock_to(now);
         let mut fx = Effects::default();
         loop {
             sh.doorbell(self.id).answer();
@@ -632,6 +643,7 @@ impl<P: Policy> CpuSched<P> {
             self.id,
             self.rq.current.is_some() as u32 + self.queued() as u32,
         );
+        sh.set_pelt(self.id, &self.rq.avg);
         self.publish_core(sh);
     }
 
@@ -642,4 +654,14 @@ impl<P: Policy> CpuSched<P> {
             || self.held.contains_key(&task)
             || self.parked_here(sh, task)
     }
+}
+
+/// A new task's PELT signal (`init_entity_runnable_average()`): its load
+/// starts at its full weight, its utilization at 0 (Linux then gives it a
+/// share of its CPU's spare capacity, `post_init_entity_util_avg()`; not
+/// modelled).
+fn new_task_avg(now: u64, weight: u32) -> crate::pelt::SchedAvg {
+    let mut a = crate::pelt::SchedAvg::starting(now);
+    a.load_avg = weight as u64;
+    a
 }

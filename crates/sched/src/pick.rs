@@ -127,7 +127,9 @@ impl<P: Policy> CpuSched<P> {
             Next::Take(id) => Some(self.rq.take_waiting(id)),
             Next::Idle => None,
         };
-        // Switching: the previous task goes back (or away).
+        // Switching (`put_prev_entity()`, `set_next_entity()` update the
+        // signals first): the previous task goes back (or away).
+        self.rq.sync_pelt();
         if let Some(mut prev) = self.rq.current.take() {
             prev.last_ran = now;
             sh.slot(prev.id)
@@ -145,6 +147,7 @@ impl<P: Policy> CpuSched<P> {
             }
         }
         let mut next = next?;
+        self.rq.sync_task(&mut next, true, false);
         sh.slot(next.id)
             .park
             .set(TaskState::Queued, TaskState::Running);

@@ -161,6 +161,21 @@ impl<'a> Machine<'a> {
         self.doors[cpu.index()].load()
     }
 
+    /// The CPU's fair `util_avg` (PELT, 0..=1024 per CPU), as it last
+    /// published it.
+    pub fn util(&self, cpu: CpuId) -> u32 {
+        self.doors[cpu.index()]
+            .util
+            .load(crate::sync::Ordering::Relaxed)
+    }
+
+    /// The CPU's fair `load_avg` (PELT, weight-scaled), as last published.
+    pub fn load_avg(&self, cpu: CpuId) -> u32 {
+        self.doors[cpu.index()]
+            .load_avg
+            .load(crate::sync::Ordering::Relaxed)
+    }
+
     /// Asleep with no kick on its way: the test every idle search uses, so
     /// a burst of moves spreads over several CPUs.
     pub fn sleeping_unrung(&self, cpu: CpuId) -> bool {

@@ -9,6 +9,7 @@
 use alloc::vec::Vec;
 
 use crate::fair::{calc_delta_fair, pick_eevdf, place_entity, Avg, Entity, FairConfig, Pick};
+use crate::pelt::SchedAvg;
 use crate::policy::PolicyState;
 use crate::task::{Task, TaskId};
 
@@ -30,6 +31,10 @@ pub(crate) struct RunQueue<S> {
     /// The runnable set changed since the core was last told (Linux bumps
     /// `core_task_seq` in `sched_core_enqueue/dequeue()`).
     pub(crate) dirty: bool,
+    /// The latest `now` an entry point brought (`rq->clock`).
+    pub(crate) clock: u64,
+    /// The fair queue's PELT signal (`cfs_rq->avg`).
+    pub(crate) avg: SchedAvg,
 }
 
 impl<S: PolicyState> RunQueue<S> {
@@ -42,6 +47,45 @@ impl<S: PolicyState> RunQueue<S> {
             seq: 0,
             cfg,
             dirty: false,
+            clock: 0,
+            avg: SchedAvg::default(),
+        }
+    }
+
+    /// `update_rq_clock()`: time only moves on.
+    pub(crate) fn clock_to(&mut self, now: u64) {
+        self.clock = self.clock.max(now);
+    }
+
+    /// The weight and number of the fair tasks here, the running one
+    /// included, plus `extra` (a task just taken out of `current`).
+    fn fair_load(&self, extra: Option<&Entity>) -> (u64, u64) {
+        self.fair_entities()
+            .chain(extra)
+            .fold((0, 0), |(w, n), e| (w + e.weight as u64, n + 1))
+    }
+
+    /// `update_load_avg()` for the queue and its running entity, up to the
+    /// clock, before the queue changes: the queue's load is the weight of
+    /// its fair tasks, the running one included (PELT tracks the fair
+    /// class only; RT time shows as a gap, as `cfs_rq->avg` sees it).
+    pub(crate) fn sync_pelt(&mut self) {
+        let (weight, nr) = self.fair_load(None);
+        let running = self.current.as_ref().is_some_and(|c| !c.is_rt());
+        self.avg.update_cfs_rq(self.clock, weight, nr, running);
+        let now = self.clock;
+        if let Some(c) = self.current.as_mut().filter(|c| !c.is_rt()) {
+            let w = c.fair.weight as u64;
+            c.avg.update_se(now, w, true, true);
+        }
+    }
+
+    /// A fair task's own signal up to the clock (`update_load_avg(se)`):
+    /// queued here or not, running or not.
+    pub(crate) fn sync_task(&self, t: &mut Task<S>, on_rq: bool, running: bool) {
+        if !t.is_rt() {
+            t.avg
+                .update_se(self.clock, t.fair.weight as u64, on_rq, running);
         }
     }
 
@@ -85,6 +129,9 @@ impl<S: PolicyState> RunQueue<S> {
     ) -> Option<Resched> {
         let id = task.id;
         self.dirty = true;
+        self.sync_pelt();
+        // Its sleep (or its time in flight) decays its signal.
+        self.sync_task(&mut task, false, false);
         if task.is_rt() {
             self.seq += 1;
             task.seq = self.seq;
@@ -173,6 +220,13 @@ impl<S: PolicyState> RunQueue<S> {
     pub(crate) fn dequeue_running(&mut self, task: &mut Task<S>, now: u64) {
         task.last_ran = now;
         self.dirty = true;
+        // `task` was taken out of `current` just now: its time up to here
+        // was running time, on a queue that still held it.
+        if !task.is_rt() {
+            let (w, nr) = self.fair_load(Some(&task.fair));
+            self.avg.update_cfs_rq(self.clock, w, nr, true);
+            self.sync_task(task, true, true);
+        }
         if task.is_rt() {
             return;
         }
@@ -193,9 +247,11 @@ impl<S: PolicyState> RunQueue<S> {
     /// Removes a queued task, recording its lag (it is leaving this queue).
     pub(crate) fn take_queued(&mut self, task: TaskId) -> Option<Task<S>> {
         self.dirty = true;
+        self.sync_pelt();
         if let Some(i) = self.fair.iter().position(|t| t.id == task) {
             let mut t = self.fair.remove(i);
             self.dequeue_lag(&mut t);
+            self.sync_task(&mut t, true, false);
             return Some(t);
         }
         let i = self.rt.iter().position(|t| t.id == task)?;

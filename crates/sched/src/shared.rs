@@ -76,6 +76,9 @@ pub struct Doors {
     pub(crate) doorbell: Doorbell,
     /// Running + queued tasks, published by the owner for balancing.
     pub(crate) load: AtomicU32,
+    /// The fair queue's PELT `util_avg` and `load_avg`, as last published.
+    pub(crate) util: AtomicU32,
+    pub(crate) load_avg: AtomicU32,
     /// TIF_NEED_RESCHED: set by whoever asks this CPU to reschedule, cleared
     /// by its pass. A remote ask sends an IPI only when it sets the flag.
     pub(crate) resched: AtomicBool,
@@ -143,6 +146,8 @@ impl<S: PolicyState> Shared<S> {
             .map(|_| Doors {
                 doorbell: Doorbell::new(),
                 load: AtomicU32::new(0),
+                util: AtomicU32::new(0),
+                load_avg: AtomicU32::new(0),
                 resched: AtomicBool::new(false),
             })
             .collect();
@@ -221,6 +226,15 @@ impl<S: PolicyState> Shared<S> {
 
     pub fn load(&self, cpu: CpuId) -> u32 {
         self.cpus[cpu.index()].load()
+    }
+
+    /// Publishes a CPU's fair PELT averages for other CPUs to read.
+    pub(crate) fn set_pelt(&self, cpu: CpuId, avg: &crate::pelt::SchedAvg) {
+        let d = &self.cpus[cpu.index()];
+        d.util
+            .store(avg.util_avg.min(u32::MAX as u64) as u32, Ordering::Relaxed);
+        d.load_avg
+            .store(avg.load_avg.min(u32::MAX as u64) as u32, Ordering::Relaxed);
     }
 
     pub(crate) fn set_load(&self, cpu: CpuId, load: u32) {

@@ -3,6 +3,7 @@
 use schedlab_topology::CpuSet;
 
 use crate::fair::{pick_eevdf, Entity, FairConfig, Pick};
+use crate::pelt::SchedAvg;
 use crate::policy::PolicyState;
 
 /// A task's id: its slot in the shared task table. Ids are not reused.
@@ -73,6 +74,8 @@ pub struct Task<S> {
     /// The placement policy's state for this task.
     pub(crate) policy: S,
     pub(crate) fair: Entity,
+    /// Its PELT signal (`se->avg`), fair tasks only.
+    pub(crate) avg: SchedAvg,
     /// Set once when the task begins leaving its process; never cleared.
     pub(crate) leaving: bool,
     pub(crate) stopped: bool,
@@ -109,6 +112,11 @@ impl<S: PolicyState> Task<S> {
 
     pub fn entity(&self) -> &Entity {
         &self.fair
+    }
+
+    /// Its PELT averages (`se->avg`): `util_avg`, `load_avg`, ...
+    pub fn pelt(&self) -> &SchedAvg {
+        &self.avg
     }
 
     /// When it last stopped running here or elsewhere (ns).
