@@ -37,7 +37,8 @@ fn main() {
 
 struct Fixture {
     h: TestHost<Home>,
-    /// The parked task's entity, as the deciding CPU holds it.
+    /// The parked task's entity, as the deciding CPU holds it (copied per
+    /// decision: a decision may write its state).
     parked: Task<WakerStreak>,
     task: TaskId,
     home: CpuId,
@@ -99,7 +100,8 @@ fn decide(f: &Fixture, policy: &mut WakerStreakRule, waker: CpuId) -> Decision {
         prev_busy: false,
         cause: WakeCause::from(waker),
     };
-    policy.place(&m, &wake, &f.parked)
+    let mut task = f.parked.clone();
+    policy.place(&m, &wake, &mut task)
 }
 
 #[divan::bench(args = MACHINES)]

@@ -52,6 +52,7 @@ pub mod effects;
 pub mod fair;
 pub mod invariants;
 mod lifecycle;
+pub mod linux;
 pub mod park;
 pub mod pelt;
 mod pick;

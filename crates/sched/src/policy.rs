@@ -119,7 +119,8 @@ pub enum Decides {
 pub enum Decision {
     /// Queue it on the CPU it parked on.
     Stay,
-    /// Send it to `cpu` (which must be in its mask).
+    /// Send it to `cpu` (which must be in its mask). `cpu` may be the CPU
+    /// it parked on: it stays, and the trace carries the reason.
     Send(CpuId, PlaceReason),
 }
 
@@ -224,7 +225,10 @@ pub trait Policy: Clone + Send + Sync + 'static {
     fn wake_parked(&mut self, _m: &Machine<'_>, _wake: &Wake, _state: &mut Self::TaskState) {}
 
     /// Where the woken task goes. Not asked for a stopped or killed task.
-    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<Self::TaskState>) -> Decision;
+    /// The task's own state may change here too (Linux's
+    /// `select_idle_sibling()` records `recent_used_cpu`).
+    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<Self::TaskState>)
+        -> Decision;
 
     /// Where a new task starts, or `None` for the machine's [`SpawnRule`].
     fn place_new(&mut self, _m: &Machine<'_>, _spawner: CpuId, _mask: &CpuSet) -> Option<CpuId> {
@@ -249,7 +253,7 @@ impl Policy for Home {
         count_streak(m, wake, state);
     }
 
-    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<WakerStreak>) -> Decision {
+    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<WakerStreak>) -> Decision {
         ordinary(m, wake, task.mask())
     }
 }
@@ -279,7 +283,7 @@ impl Policy for WakerStreakRule {
         count_streak(m, wake, state);
     }
 
-    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<WakerStreak>) -> Decision {
+    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<WakerStreak>) -> Decision {
         if let Some(waker) = wake.cause.waker {
             let topo = m.topology();
             let movable = matches!(task.band(), Band::Fair { .. });
@@ -312,7 +316,11 @@ fn count_streak(m: &Machine<'_>, wake: &Wake, state: &mut WakerStreak) {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum BuiltinPolicy {
     Home,
-    WakerStreak { waker_run: u8 },
+    WakerStreak {
+        waker_run: u8,
+    },
+    /// Linux 6.19's wake placement (`crate::linux`).
+    Linux,
 }
 
 impl BuiltinPolicy {
@@ -321,16 +329,18 @@ impl BuiltinPolicy {
         match self {
             BuiltinPolicy::Home => "home",
             BuiltinPolicy::WakerStreak { .. } => "waker-streak",
+            BuiltinPolicy::Linux => "linux",
         }
     }
 
-    pub const FAMILIES: &'static [&'static str] = &["home", "waker-streak"];
+    pub const FAMILIES: &'static [&'static str] = &["home", "waker-streak", "linux"];
 }
 
 impl fmt::Display for BuiltinPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuiltinPolicy::Home => f.write_str("home"),
+            BuiltinPolicy::Linux => f.write_str("linux"),
             BuiltinPolicy::WakerStreak { waker_run } if *waker_run == WAKER_RUN => {
                 f.write_str("waker-streak")
             }
@@ -359,6 +369,7 @@ impl FromStr for BuiltinPolicy {
         };
         match (family, arg) {
             ("home", None) => Ok(BuiltinPolicy::Home),
+            ("linux", None) => Ok(BuiltinPolicy::Linux),
             ("waker-streak", None) => Ok(BuiltinPolicy::WakerStreak {
                 waker_run: WAKER_RUN,
             }),
@@ -371,11 +382,11 @@ impl FromStr for BuiltinPolicy {
                     crate::streak::MAX_RUN
                 ))),
             },
-            ("home", Some(_)) => Err(PolicyNameError(alloc::format!(
-                "policy {s:?}: home takes no argument"
+            ("home" | "linux", Some(_)) => Err(PolicyNameError(alloc::format!(
+                "policy {s:?}: {family} takes no argument"
             ))),
             _ => Err(PolicyNameError(alloc::format!(
-                "policy {s:?}: expected home, waker-streak or waker-streak:K"
+                "policy {s:?}: expected home, waker-streak, waker-streak:K or linux"
             ))),
         }
     }
@@ -592,7 +603,12 @@ impl<P: Policy> Policy for OnWaker<P> {
         self.0.wake_parked(m, wake, state)
     }
 
-    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<Self::TaskState>) -> Decision {
+    fn place(
+        &mut self,
+        m: &Machine<'_>,
+        wake: &Wake,
+        task: &mut Task<Self::TaskState>,
+    ) -> Decision {
         self.0.place(m, wake, task)
     }
 

@@ -98,6 +98,12 @@ impl<S: PolicyState> Task<S> {
         &self.policy
     }
 
+    /// The placement policy's state, to change (only the CPU holding the
+    /// task can: it owns the `&mut`).
+    pub fn state_mut(&mut self) -> &mut S {
+        &mut self.policy
+    }
+
     pub fn band(&self) -> Band {
         self.band
     }

@@ -181,14 +181,16 @@ impl<P: Policy> CpuSched<P> {
         let decision = if task.stopped || task.killed {
             Decision::Stay
         } else {
-            self.policy.place(&m, &wake, &task)
+            self.policy.place(&m, &wake, &mut task)
         };
         let (cpu, reason) = match decision {
             Decision::Stay => (prev, PlaceReason::Home),
             Decision::Send(cpu, reason) => (cpu, reason),
         };
         if cpu != self.id {
-            return self.send(sh, task, cpu, reason, TaskState::Waking, fx);
+            // A policy may name prev itself, with its reason: no move.
+            let moved = cpu != prev;
+            return self.hand_to(sh, task, cpu, reason, TaskState::Waking, moved, fx);
         }
         if cpu != prev {
             self.counters.count_move(reason);
@@ -225,7 +227,7 @@ impl<P: Policy> CpuSched<P> {
         self.enqueue(sh, task, now, initial, fx);
     }
 
-    /// Hands `task` to `cpu` (`from` is its park state now).
+    /// Hands `task` to `cpu` (`from` is its park state now): a move.
     pub(crate) fn send(
         &mut self,
         sh: &Shared<P::TaskState>,
@@ -235,13 +237,31 @@ impl<P: Policy> CpuSched<P> {
         from: TaskState,
         fx: &mut Effects,
     ) {
+        self.hand_to(sh, task, cpu, reason, from, true, fx);
+    }
+
+    /// Hands `task` to `cpu`, counted as a move or not (a waker sending a
+    /// task back to the CPU it parked on does not move it).
+    #[allow(clippy::too_many_arguments)]
+    fn hand_to(
+        &mut self,
+        sh: &Shared<P::TaskState>,
+        task: Task<P::TaskState>,
+        cpu: CpuId,
+        reason: PlaceReason,
+        from: TaskState,
+        moved: bool,
+        fx: &mut Effects,
+    ) {
         debug_assert!(
             task.mask.contains(cpu),
             "{reason:?} would place {:?} outside its mask",
             task.id
         );
         sh.slot(task.id).park.send(from, cpu);
-        self.counters.count_move(reason);
+        if moved {
+            self.counters.count_move(reason);
+        }
         fx.trace.push(Trace::Place {
             task: task.id,
             from: self.id,

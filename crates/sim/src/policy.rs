@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use schedlab_sched::linux::Linux;
 use schedlab_sched::{BuiltinPolicy, Home, Policy, WakerStreakRule};
 
 use crate::engine::{Engine, Outcome, SimSpec};
@@ -65,6 +66,7 @@ impl From<BuiltinPolicy> for PolicyRef {
             BuiltinPolicy::WakerStreak { waker_run } => {
                 PolicyRef::new(b.to_string(), WakerStreakRule { waker_run })
             }
+            BuiltinPolicy::Linux => PolicyRef::new(b.to_string(), Linux::default()),
         }
     }
 }
@@ -141,6 +143,11 @@ impl Registry {
             "home plus the seed's rule: K parked wakes in a row from another LLC move it there (K = 8; waker-streak:K)",
             builtin("waker-streak"),
         );
+        r.add(
+            "linux",
+            "Linux 6.19's wake placement (select_task_rq_fair, decided on the waker); spawn and balance are the machine's, not yet Linux's",
+            builtin("linux"),
+        );
         r
     }
 
@@ -210,11 +217,19 @@ mod tests {
             ("waker-streak", "waker-streak"),
             ("waker-streak:8", "waker-streak"),
             ("waker-streak:4", "waker-streak:4"),
+            ("linux", "linux"),
         ] {
             let p = r.resolve(given).unwrap_or_else(|e| panic!("{given}: {e}"));
             assert_eq!(p.name(), canonical, "{given} resolves to {canonical}");
         }
-        for bad in ["nope", "home:1", "waker-streak:0", "waker-streak:x", ""] {
+        for bad in [
+            "nope",
+            "home:1",
+            "linux:2",
+            "waker-streak:0",
+            "waker-streak:x",
+            "",
+        ] {
             assert!(r.resolve(bad).is_err(), "{bad:?} must be refused");
         }
     }

@@ -79,7 +79,7 @@ impl Policy for PrevOrWakersLlc {
         "example"
     }
 
-    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &Task<()>) -> Decision {
+    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<()>) -> Decision {
         let Some(waker) = wake.cause.waker.filter(|_| wake.prev_busy) else {
             return Decision::Stay;
         };
