@@ -505,6 +505,21 @@ mod tests {
             Affine::This,
             "WA_WEIGHT answers when WA_IDLE did not"
         );
+        // This CPU idle and cache-affine, prev busy: WA_IDLE says this,
+        // where WA_WEIGHT alone ((1024 + 512) * 100 against 512 * 108) says
+        // no.
+        let mut y = v();
+        y.this_idle = true;
+        assert_eq!(
+            wake_affine(&y, false, true),
+            Affine::This,
+            "WA_IDLE decides"
+        );
+        assert_eq!(
+            wake_affine(&y, false, false),
+            Affine::Prev,
+            "without WA_IDLE, prev"
+        );
     }
 
     /// Mainline's integer arithmetic, worked by hand for a 112-CPU LLC at

@@ -99,3 +99,20 @@ fn a_recently_used_idle_cpu_is_taken_before_any_scan() {
         "prev busy: the recently used cpu8 before any scan"
     );
 }
+
+/// SIS_UTIL's own documented limit (Chen Yu's posting, limitation [2]): an
+/// LLC whose utilization passes 85% is not scanned, so a lone idle CPU in
+/// it goes unseen and the task stays on its busy prev.
+#[test]
+fn an_llc_past_85_percent_is_not_scanned() {
+    // cpu8..cpu14 busy for a second (about 7/8 = 87.5% of LLC 1), cpu15
+    // idle; no idle core (cpu14 is cpu15's sibling), cpu9 busy too.
+    let (mut h, t) = setup(&[8, 9, 10, 11, 12, 13, 14]);
+    h.advance(1_000_000_000);
+    h.wake(cpu(1), t);
+    assert_eq!(
+        last_place(&h, t),
+        Some((cpu(8), reason::TARGET)),
+        "no scan past 85%: the task queues on prev, cpu15 unseen"
+    );
+}
