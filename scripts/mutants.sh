@@ -25,6 +25,9 @@ declare -A what=(
   [pick-left-always]="a core-wide selection leaves a sibling a pick even when it is its running task"
   [no-forceidle-turn]="no task_tick_core(): a task beside a forced-idle sibling never gives way"
   [no-cookie-steal]="a forced-idle CPU pulls no task of the core's cookie"
+  [wake-wide-never]="linux: wake_wide() is always false"
+  [no-wa-idle]="linux: wake_affine() skips WA_IDLE"
+  [sis-no-depth]="linux: select_idle_cpu() ignores SIS_UTIL's scan depth"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")
