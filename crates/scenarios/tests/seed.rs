@@ -216,3 +216,32 @@ fn unknown_scenarios_and_parameters_are_clear_errors() {
     let e = catalog::build("reqrep", Some("x"), Params::default()).unwrap_err();
     assert!(e.0.contains("unknown topology"), "{e}");
 }
+
+/// `linux` beside the seed's rule (docs/REFERENCES.md): a sync wake
+/// (`wake_affine_idle()`: the waker alone on its CPU) pulls a split
+/// request/reply pair into one LLC on its first round trip, and a server
+/// with a client in each LLC follows each client's LLC in turn: the
+/// bouncing Linux's cache-aware scheduling was built against. The seed's
+/// rule moves that server at most once.
+#[test]
+fn linux_joins_a_split_pair_at_once_and_bounces_a_shared_server() {
+    let s = scenario("split_pair", &["policy=linux"]);
+    for seed in 1..=5 {
+        let f = run(&s, seed);
+        assert_eq!(
+            (f["pair_moves"], f["final_same_llc"]),
+            (1.0, 1.0),
+            "seed {seed}: linux must move the split pair once, into one LLC"
+        );
+    }
+    let s = scenario("server_two_llcs", &["policy=linux", "rounds=240"]);
+    for seed in 1..=3 {
+        let f = run(&s, seed);
+        assert!(
+            f["server_moves"] >= 100.0,
+            "seed {seed}: linux should bounce the server between the clients' LLCs \
+             (about one move a round), moved {}",
+            f["server_moves"]
+        );
+    }
+}

@@ -306,9 +306,27 @@ impl<P: Policy> CpuSched<P> {
     /// `irq_exit`) wakes `task`. Goes through delivery; attribution is
     /// [`CpuSched::waker`].
     pub fn wake(&mut self, sh: &Shared<P::TaskState>, task: TaskId, now: u64) -> Effects {
+        self.wake_with(sh, task, false, now)
+    }
+
+    /// [`CpuSched::wake`] from a thread that blocks right after (a sync
+    /// wake, Linux's `WF_SYNC`).
+    pub fn wake_sync(&mut self, sh: &Shared<P::TaskState>, task: TaskId, now: u64) -> Effects {
+        self.wake_with(sh, task, true, now)
+    }
+
+    fn wake_with(
+        &mut self,
+        sh: &Shared<P::TaskState>,
+        task: TaskId,
+        sync: bool,
+        now: u64,
+    ) -> Effects {
         self.rq.clock_to(now);
+        let waker = self.waker();
         let cause = WakeCause {
-            waker: self.waker(),
+            waker,
+            sync: sync && waker.is_some(),
         };
         let mut fx = Effects::default();
         self.deliver(sh, task, cause, now, &mut fx);
@@ -424,6 +442,7 @@ impl<P: Policy> CpuSched<P> {
         for j in joiners {
             let cause = WakeCause {
                 waker: self.waker(),
+                sync: false,
             };
             self.deliver(sh, j, cause, now, &mut fx);
         }

@@ -15,13 +15,23 @@ use crate::task::TaskId;
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct WakeCause {
     pub waker: Option<CpuId>,
+    /// The waker blocks right after (Linux's `WF_SYNC`: a socket or pipe
+    /// wake, `wake_up_interruptible_sync_poll()`), so its CPU is about to
+    /// be free. A hint a policy may use; the seed's rule ignores it.
+    pub sync: bool,
 }
 
 impl WakeCause {
-    pub const NONE: WakeCause = WakeCause { waker: None };
+    pub const NONE: WakeCause = WakeCause {
+        waker: None,
+        sync: false,
+    };
 
     pub fn from(cpu: CpuId) -> WakeCause {
-        WakeCause { waker: Some(cpu) }
+        WakeCause {
+            waker: Some(cpu),
+            sync: false,
+        }
     }
 }
 
@@ -129,6 +139,8 @@ pub enum Trace {
     /// The task was placed on `cpu` (here, or sent there).
     Place {
         task: TaskId,
+        /// The CPU it leaves (for a wake, the one it parked on, whichever
+        /// CPU decided): `from == cpu` is no move.
         from: CpuId,
         cpu: CpuId,
         reason: PlaceReason,

@@ -21,14 +21,16 @@
 //!
 //! "Idle" is `available_idle_cpu()`: nothing runs or waits there and no
 //! wake is on its way to it, which in this model is a CPU asleep with no
-//! kick on its way (`sleeping_unrung`).
+//! kick on its way (`sleeping_unrung`), or the deciding CPU itself when it
+//! has nothing to run (awake only to take this wake in).
 //!
 //! ## Simplified, and why
 //!
-//! * **Sync wakes** (`WF_SYNC`) are not passed in: the hosts do not yet say
-//!   that the waker blocks right after, so `sync` is false (the sync terms
-//!   of `wake_affine_idle` and `wake_affine_weight` are written and tested,
-//!   not used).
+//! * **Sync wakes** (`WF_SYNC`) come from the host (`WakeCause::sync`: the
+//!   simulator marks port and pipe wakes, as Linux's sockets and pipes do).
+//!   `task_h_load(current)` in the sync case is this CPU's published
+//!   `load_avg`, exact when the waker runs alone there (the case sync
+//!   wakes are for).
 //! * **Domains**: every level up to the machine counts as `SD_WAKE_AFFINE`
 //!   (Linux sets it on SMT, MC and NUMA levels within `RECLAIM_DISTANCE`);
 //!   no `SD_BALANCE_WAKE` slow path (off by default in Linux too).
@@ -234,8 +236,11 @@ pub mod reason {
 }
 
 impl Linux {
+    /// `available_idle_cpu()`: asleep with no wake on its way, or the
+    /// deciding CPU itself with nothing to run (it is awake only to take
+    /// this wake in, as Linux's idle task handles a timer interrupt).
     fn idle(m: &Machine<'_>, cpu: CpuId) -> bool {
-        m.sleeping_unrung(cpu)
+        m.sleeping_unrung(cpu) || (cpu == m.cpu() && m.load(cpu) == 0)
     }
 
     /// `test_idle_cores()`: some core of the LLC has every thread idle.
@@ -379,10 +384,10 @@ impl Policy for Linux {
                 this_load: m.load_avg(this) as u64,
                 prev_load: m.load_avg(prev) as u64,
                 task_load: task.pelt().load_avg,
-                current_load: 0,
+                current_load: m.load_avg(this) as u64,
                 imbalance_pct: LLC_IMBALANCE_PCT,
             };
-            match wake_affine(&v, false, self.wa_idle) {
+            match wake_affine(&v, wake.cause.sync, self.wa_idle) {
                 Affine::This => (this, reason::AFFINE),
                 _ => (prev, reason::TARGET),
             }

@@ -189,8 +189,7 @@ impl<P: Policy> CpuSched<P> {
         };
         if cpu != self.id {
             // A policy may name prev itself, with its reason: no move.
-            let moved = cpu != prev;
-            return self.hand_to(sh, task, cpu, reason, TaskState::Waking, moved, fx);
+            return self.hand_to(sh, task, prev, cpu, reason, TaskState::Waking, fx);
         }
         if cpu != prev {
             self.counters.count_move(reason);
@@ -200,7 +199,7 @@ impl<P: Policy> CpuSched<P> {
             .set_owned(TaskState::Waking, TaskState::Queued, self.id);
         fx.trace.push(Trace::Place {
             task: id,
-            from: self.id,
+            from: prev,
             cpu: self.id,
             reason,
         });
@@ -237,20 +236,21 @@ impl<P: Policy> CpuSched<P> {
         from: TaskState,
         fx: &mut Effects,
     ) {
-        self.hand_to(sh, task, cpu, reason, from, true, fx);
+        self.hand_to(sh, task, self.id, cpu, reason, from, fx);
     }
 
-    /// Hands `task` to `cpu`, counted as a move or not (a waker sending a
-    /// task back to the CPU it parked on does not move it).
+    /// Hands `task`, which was last on `origin`, to `cpu`: a move unless
+    /// `cpu` is `origin` (a waker sending a task back to the CPU it parked
+    /// on does not move it).
     #[allow(clippy::too_many_arguments)]
     fn hand_to(
         &mut self,
         sh: &Shared<P::TaskState>,
         task: Task<P::TaskState>,
+        origin: CpuId,
         cpu: CpuId,
         reason: PlaceReason,
         from: TaskState,
-        moved: bool,
         fx: &mut Effects,
     ) {
         debug_assert!(
@@ -259,12 +259,12 @@ impl<P: Policy> CpuSched<P> {
             task.id
         );
         sh.slot(task.id).park.send(from, cpu);
-        if moved {
+        if cpu != origin {
             self.counters.count_move(reason);
         }
         fx.trace.push(Trace::Place {
             task: task.id,
-            from: self.id,
+            from: origin,
             cpu,
             reason,
         });
@@ -285,7 +285,7 @@ impl<P: Policy> CpuSched<P> {
     ) {
         let m = sh.machine(self.id, now);
         let cpu = nearest_in_mask(&m, around, &task.mask).expect("masks are never empty");
-        self.send(sh, task, cpu, PlaceReason::Affinity, from, fx);
+        self.hand_to(sh, task, around, cpu, PlaceReason::Affinity, from, fx);
     }
 
     /// Fires due deadlines: a wake with no waker, through delivery, for a

@@ -1099,6 +1099,15 @@ impl<P: Policy> Engine<P> {
         self.apply(cpu, fx);
     }
 
+    /// A wake from a thread that blocks right after: a request or reply on
+    /// a port (a socket's `sock_def_readable()`), a pipe read or write
+    /// (`pipe_write()`/`pipe_read()`): Linux wakes these with
+    /// `wake_up_interruptible_sync_poll()`, `WF_SYNC`.
+    fn wake_sync(&mut self, cpu: CpuId, target: TaskId) {
+        let fx = self.sched[cpu.index()].wake_sync(&self.sh, target, self.now);
+        self.apply(cpu, fx);
+    }
+
     /// One op; `true` when the program goes straight on.
     fn op(&mut self, cpu: CpuId, task: TaskId, op: &Op) -> bool {
         let cost = self.spec_cost;
@@ -1151,7 +1160,7 @@ impl<P: Policy> Engine<P> {
                     // The syscall is done: post the request, wake a server.
                     self.ports[p].requests.push_back((task, *bytes, cpu));
                     if let Some(s) = self.ports[p].watcher {
-                        self.wake(cpu, s);
+                        self.wake_sync(cpu, s);
                     }
                     return self.wait(cpu, task);
                 }
@@ -1187,7 +1196,7 @@ impl<P: Policy> Engine<P> {
                     if let Some(c) = self.tasks.get_mut(&client) {
                         c.reply = Some((*bytes, cpu));
                     }
-                    self.wake(cpu, client);
+                    self.wake_sync(cpu, client);
                 }
                 self.next_op(task);
                 true
@@ -1212,7 +1221,7 @@ impl<P: Policy> Engine<P> {
                 self.pipes[p].written_on = Some(cpu);
                 self.pipes[p].writers.retain(|&w| w != task);
                 if let Some(r) = self.pipes[p].readers.pop_front() {
-                    self.wake(cpu, r);
+                    self.wake_sync(cpu, r);
                 }
                 self.next_op(task);
                 true
@@ -1229,7 +1238,7 @@ impl<P: Policy> Engine<P> {
                 self.pipes[p].readers.retain(|&r| r != task);
                 let from = self.pipes[p].written_on.unwrap_or(cpu);
                 if let Some(w) = self.pipes[p].writers.pop_front() {
-                    self.wake(cpu, w);
+                    self.wake_sync(cpu, w);
                 }
                 self.next_op(task);
                 let l = topo_level(self, from, cpu);
