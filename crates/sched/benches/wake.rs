@@ -7,6 +7,12 @@
 //!   scanned CPU is a free core: the count and the move's target;
 //! * `decide_move_scan`: the same when every CPU of the waker's LLC is busy
 //!   but the last one scanned, so the scan reads the whole LLC;
+//! * `linux_prev_idle`: `linux`'s decision (on the waker) for a sync wake
+//!   whose prev is idle: `wake_affine`, then `select_idle_sibling` returns
+//!   at its first check;
+//! * `linux_scan`: the same when prev's whole LLC is busy but the last CPU
+//!   `select_idle_cpu` reaches, so the scan reads the LLC (SIS_UTIL allows
+//!   all of it: no utilization has built up);
 //! * `wake_cycle`: a whole parked wake on the owner, for scale: delivery
 //!   (CAS + mailbox push), the drain, `handle_wake` (count, decide,
 //!   enqueue with `place_entity`), and putting the task back to sleep.
@@ -14,6 +20,7 @@
 //! `cargo bench -p schedlab-sched --bench wake`
 
 use divan::{black_box, Bencher};
+use schedlab_sched::linux::{Linux, LinuxTask};
 use schedlab_sched::policy::Decision;
 use schedlab_sched::testhost::TestHost;
 use schedlab_sched::{
@@ -150,5 +157,69 @@ fn wake_cycle(b: Bencher, name: &str) {
         h.cpus[home.index()].handle_wake_for_bench(&h.sh, task, cause, 0, &mut fx);
         h.cpus[home.index()].repark(&h.sh, task);
         let _ = black_box(fx);
+    });
+}
+
+/// A task parked on the first CPU of LLC 1 under `linux`, a waker thread
+/// on the first CPU of LLC 0; with `crowd`, every CPU of LLC 1 busy but the
+/// last one the scan from prev + 1 reaches.
+fn linux_fixture(name: &str, crowd: bool) -> (TestHost<Linux>, Task<LinuxTask>, Wake, CpuId) {
+    let topo = preset(name).unwrap();
+    let mut cfg = Config::for_topology(&topo);
+    cfg.balance = Balance::OFF;
+    let llc1 = topo.llcs()[1].cpus;
+    let home = llc1.first().unwrap();
+    let waker = topo.llcs()[0].cpus.first().unwrap();
+    let mut h = TestHost::new(topo, cfg, Linux::default());
+    let task = h.spawn(home, TaskSpec::fair(0).with_mask(llc1));
+    h.block(home);
+    h.spawn_pinned(waker, TaskSpec::fair(0));
+    if crowd {
+        let last = llc1.iter_from(home).last().unwrap();
+        for c in llc1.iter().filter(|&c| c != last) {
+            h.spawn_pinned(c, TaskSpec::fair(0));
+        }
+    }
+    let parked = h.sh.parked_task(task).expect("parked");
+    let wake = Wake {
+        task,
+        prev: home,
+        prev_busy: crowd,
+        cause: WakeCause {
+            waker: Some(waker),
+            sync: true,
+        },
+    };
+    (h, parked, wake, waker)
+}
+
+#[divan::bench(args = MACHINES)]
+fn linux_prev_idle(b: Bencher, name: &str) {
+    let (h, parked, wake, waker) = linux_fixture(name, false);
+    let mut p = Linux::default();
+    let m = h.sh.machine(waker, 0);
+    let d = p.place(&m, &wake, &mut parked.clone());
+    assert!(matches!(d, Decision::Send(c, _) if c == wake.prev), "{d:?}");
+    b.bench_local(|| {
+        let mut t = parked.clone();
+        p.place(black_box(&m), black_box(&wake), &mut t)
+    });
+}
+
+#[divan::bench(args = MACHINES)]
+fn linux_scan(b: Bencher, name: &str) {
+    let (h, parked, wake, waker) = linux_fixture(name, true);
+    let mut p = Linux::default();
+    let m = h.sh.machine(waker, 0);
+    let llc1 = h.sh.topology().llcs()[1].cpus;
+    let last = llc1.iter_from(wake.prev).last().unwrap();
+    let d = p.place(&m, &wake, &mut parked.clone());
+    assert!(
+        matches!(d, Decision::Send(c, _) if c == last),
+        "{d:?}, expected {last:?}"
+    );
+    b.bench_local(|| {
+        let mut t = parked.clone();
+        p.place(black_box(&m), black_box(&wake), &mut t)
     });
 }

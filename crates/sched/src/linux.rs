@@ -323,7 +323,9 @@ impl Linux {
                 return (r, reason::RECENT);
             }
         }
-        let smt = topo.max_threads_per_core() > 1;
+        // `sched_smt_active()`: SMT on this machine (the target's core, not
+        // a walk over every core).
+        let smt = topo.core_cpus(target).weight() > 1;
         let mut has_idle_core = false;
         if smt {
             has_idle_core = Self::has_idle_cores(m, target);
