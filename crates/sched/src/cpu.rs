@@ -118,10 +118,6 @@ impl<P: Policy> CpuSched<P> {
         self.id
     }
 
-    pub fn policy(&self) -> &P {
-        &self.policy
-    }
-
     pub fn current(&self) -> Option<TaskId> {
         self.rq.current_id()
     }

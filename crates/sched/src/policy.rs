@@ -60,7 +60,7 @@
 use core::fmt;
 use core::str::FromStr;
 
-use alloc::string::{String, ToString};
+use alloc::string::String;
 
 use schedlab_topology::{CpuId, CpuSet, Topology};
 
@@ -323,19 +323,6 @@ pub enum BuiltinPolicy {
     Linux,
 }
 
-impl BuiltinPolicy {
-    /// The family: the name without its argument.
-    pub fn family(self) -> &'static str {
-        match self {
-            BuiltinPolicy::Home => "home",
-            BuiltinPolicy::WakerStreak { .. } => "waker-streak",
-            BuiltinPolicy::Linux => "linux",
-        }
-    }
-
-    pub const FAMILIES: &'static [&'static str] = &["home", "waker-streak", "linux"];
-}
-
 impl fmt::Display for BuiltinPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -389,13 +376,6 @@ impl FromStr for BuiltinPolicy {
                 "policy {s:?}: expected home, waker-streak, waker-streak:K or linux"
             ))),
         }
-    }
-}
-
-impl BuiltinPolicy {
-    /// The canonical name (the `Display` form).
-    pub fn canonical(self) -> String {
-        self.to_string()
     }
 }
 

@@ -73,20 +73,15 @@ impl<S: PolicyState> RunQueue<S> {
         let (weight, nr) = self.fair_load(None);
         let running = self.current.as_ref().is_some_and(|c| !c.is_rt());
         self.avg.update_cfs_rq(self.clock, weight, nr, running);
-        let now = self.clock;
-        if let Some(c) = self.current.as_mut().filter(|c| !c.is_rt()) {
-            let w = c.fair.weight as u64;
-            c.avg.update_se(now, w, true, true);
+        if let Some(c) = self.current.as_mut() {
+            sync_task_at(self.clock, c, true, true);
         }
     }
 
     /// A fair task's own signal up to the clock (`update_load_avg(se)`):
     /// queued here or not, running or not.
     pub(crate) fn sync_task(&self, t: &mut Task<S>, on_rq: bool, running: bool) {
-        if !t.is_rt() {
-            t.avg
-                .update_se(self.clock, t.fair.weight as u64, on_rq, running);
-        }
+        sync_task_at(self.clock, t, on_rq, running);
     }
 
     /// Runnable tasks waiting (not the running one).
@@ -313,5 +308,13 @@ impl<S: PolicyState> RunQueue<S> {
                 .fair
                 .set_protect(min);
         }
+    }
+}
+
+/// `update_load_avg(se)` for a fair task at `now` (RT tasks carry no PELT
+/// signal here).
+fn sync_task_at<S: PolicyState>(now: u64, t: &mut Task<S>, on_rq: bool, running: bool) {
+    if !t.is_rt() {
+        t.avg.update_se(now, t.fair.weight as u64, on_rq, running);
     }
 }

@@ -72,38 +72,28 @@ impl<P: Policy> CpuSched<P> {
             None => None,
         };
         self.policy.wake_posted(&m, waker_state, task, delivery);
-        match delivery {
-            Delivery::Flagged => self.counters.wakes_flagged += 1,
-            Delivery::Post { owner } if P::DECIDES == Decides::Waker => {
-                fx.trace.push(Trace::Wake {
-                    task,
-                    cause,
-                    delivery,
-                });
-                let t = take_parked(sh, task);
-                return self.take_in(sh, t, owner, cause, now, fx);
-            }
-            Delivery::Post { owner } => {
-                let k = sh.post(Some(self.id), owner, Msg::Wake { task, cause });
-                fx.trace.push(Trace::Wake {
-                    task,
-                    cause,
-                    delivery,
-                });
-                // A wake for a task parked here waits in this CPU's own
-                // mailbox: the host must run a pass.
-                if owner == self.id {
-                    fx.resched = true;
-                }
-                return self.kick(k, fx);
-            }
-            Delivery::Coalesced | Delivery::Dead => {}
-        }
         fx.trace.push(Trace::Wake {
             task,
             cause,
             delivery,
         });
+        match delivery {
+            Delivery::Flagged => self.counters.wakes_flagged += 1,
+            Delivery::Post { owner } if P::DECIDES == Decides::Waker => {
+                let t = take_parked(sh, task);
+                self.take_in(sh, t, owner, cause, now, fx);
+            }
+            Delivery::Post { owner } => {
+                let k = sh.post(Some(self.id), owner, Msg::Wake { task, cause });
+                // A wake for a task parked here waits in this CPU's own
+                // mailbox: the host must run a pass.
+                if owner == self.id {
+                    fx.resched = true;
+                }
+                self.kick(k, fx);
+            }
+            Delivery::Coalesced | Delivery::Dead => {}
+        }
     }
 
     /// The owner drains a `Wake` (a policy that decides on the owner).
