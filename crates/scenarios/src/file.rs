@@ -13,7 +13,7 @@
 //! [policy]                       # all optional
 //! placement = "waker-streak"     # any policy name: "home", "waker-streak:4", ...
 //! waker_run = 8                  # with waker-streak: its run
-//! spawn = "near"                 # or "rotate"
+//! spawn = "near"                 # or "rotate", "linux"
 //! balance = true
 //! protect_on_repick = true
 //!
@@ -178,10 +178,11 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
             .map_err(|e| at(off, format!("placement: {e}")))?,
     );
     if let Some(s) = &pol.spawn {
-        b.config().spawn = s
-            .get_ref()
-            .parse::<SpawnPolicy>()
-            .map_err(|e| at(s.span().start, e.0))?;
+        b.spawn(
+            s.get_ref()
+                .parse::<SpawnPolicy>()
+                .map_err(|e| at(s.span().start, e.0))?,
+        );
     }
     if let Some(on) = pol.balance {
         b.config().balance = if on { Balance::ON } else { Balance::OFF };

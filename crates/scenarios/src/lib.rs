@@ -143,6 +143,9 @@ pub struct Builder {
     name: String,
     pub(crate) spec: SimSpec,
     figures: Vec<(String, Figure)>,
+    /// The user named the spawn rule (a file's `spawn`): it wins over the
+    /// policy's own.
+    spawn_named: bool,
 }
 
 impl Builder {
@@ -167,7 +170,15 @@ impl Builder {
                 fixed_order: false,
             },
             figures: Vec::new(),
+            spawn_named: false,
         }
+    }
+
+    /// The spawn rule the user named; a `spawn` parameter still wins.
+    pub fn spawn(&mut self, rule: SpawnPolicy) -> &mut Self {
+        self.spec.config.spawn = rule;
+        self.spawn_named = true;
+        self
     }
 
     pub fn topology(&self) -> &Topology {
@@ -264,7 +275,13 @@ impl Builder {
             let r = p.registry().resolve(&name).map_err(ScenarioError)?;
             self.spec.policy = r;
         }
-        let spawn: String = p.get("spawn", self.spec.config.spawn.to_string())?;
+        // A spawn rule the user named, else the policy's own (`linux`'s
+        // fork path), else the scenario's; a `spawn` parameter before all.
+        let spawn = match self.spec.policy.spawn_rule() {
+            Some(own) if !self.spawn_named => own,
+            _ => self.spec.config.spawn,
+        };
+        let spawn: String = p.get("spawn", spawn.to_string())?;
         self.spec.config.spawn = spawn
             .parse::<SpawnPolicy>()
             .map_err(|e| ScenarioError(e.0))?;

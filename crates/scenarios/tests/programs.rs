@@ -174,3 +174,45 @@ fn join_any_reaps_each_exit_in_turn_and_the_exits_name_no_waker() {
         "an exiting child's wake of its parent names no waker (it is leaving)"
     );
 }
+
+#[test]
+fn linux_brings_its_fork_path_unless_the_user_names_a_spawn_rule() {
+    use schedlab_sim::sched::SpawnPolicy;
+    let body = "[[task]]\nname = \"x\"\ncpu = 0\nprogram = [{ run = 1000 }]\n";
+    let spawn_of = |policy: &str, params: &[&str]| {
+        let text =
+            format!("run_ms = 1\n[topology]\npreset = \"amd-2x8\"\n[policy]\n{policy}{body}");
+        let args: Vec<String> = params.iter().map(|s| s.to_string()).collect();
+        let p = Params::parse(&args).expect("k=v");
+        file::load_str(&text, Path::new("inline.toml"), p)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .spec
+            .config
+            .spawn
+    };
+    assert_eq!(
+        spawn_of("placement = \"linux\"\n", &[]),
+        SpawnPolicy::Linux,
+        "linux's own rule"
+    );
+    assert_eq!(
+        spawn_of("placement = \"linux\"\nspawn = \"rotate\"\n", &[]),
+        SpawnPolicy::Rotate,
+        "a spawn rule the file names wins"
+    );
+    assert_eq!(
+        spawn_of("placement = \"linux\"\n", &["spawn=near"]),
+        SpawnPolicy::Near,
+        "a spawn parameter wins"
+    );
+    assert_eq!(
+        spawn_of("placement = \"home\"\n", &[]),
+        SpawnPolicy::Near,
+        "home: the machine's default"
+    );
+    assert_eq!(
+        spawn_of("placement = \"home\"\n", &["spawn=linux"]),
+        SpawnPolicy::Linux,
+        "spawn=linux for any policy"
+    );
+}

@@ -67,6 +67,7 @@ use schedlab_topology::{CpuId, CpuSet, Topology};
 use crate::config::Config;
 use crate::doorbell::Doorbell;
 use crate::effects::{PlaceReason, WakeCause};
+use crate::linux::fork::LinuxFork;
 use crate::park::Delivery;
 use crate::shared::Doors;
 use crate::streak::{WakerStreak, WAKER_RUN};
@@ -177,6 +178,14 @@ impl<'a> Machine<'a> {
             .load(crate::sync::Ordering::Relaxed)
     }
 
+    /// The CPU's fair `runnable_avg` (PELT, 0..=1024 per runnable task), as
+    /// last published.
+    pub fn runnable_avg(&self, cpu: CpuId) -> u32 {
+        self.doors[cpu.index()]
+            .runnable_avg
+            .load(crate::sync::Ordering::Relaxed)
+    }
+
     /// Asleep with no kick on its way: the test every idle search uses, so
     /// a burst of moves spreads over several CPUs.
     pub fn sleeping_unrung(&self, cpu: CpuId) -> bool {
@@ -229,6 +238,14 @@ pub trait Policy: Clone + Send + Sync + 'static {
     /// `select_idle_sibling()` records `recent_used_cpu`).
     fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<Self::TaskState>)
         -> Decision;
+
+    /// The machine spawn rule this policy comes with (`linux`: Linux's fork
+    /// path), which a scenario takes unless its user names another; `None`:
+    /// the scenario's own. A rule of the policy's own goes in
+    /// [`Policy::place_new`] instead.
+    fn spawn_rule(&self) -> Option<SpawnPolicy> {
+        None
+    }
 
     /// Where a new task starts, or `None` for the machine's [`SpawnRule`].
     fn place_new(&mut self, _m: &Machine<'_>, _spawner: CpuId, _mask: &CpuSet) -> Option<CpuId> {
@@ -456,6 +473,9 @@ pub enum SpawnPolicy {
     /// A free core in the spawner's LLC, then its node, then anywhere; then
     /// any sleeping CPU in that order; else the spawner's CPU.
     Near,
+    /// Linux's fork placement, `sched_balance_find_dst_cpu()`
+    /// ([`crate::linux::fork`]).
+    Linux,
 }
 
 impl fmt::Display for SpawnPolicy {
@@ -463,6 +483,7 @@ impl fmt::Display for SpawnPolicy {
         f.write_str(match self {
             SpawnPolicy::Rotate => "rotate",
             SpawnPolicy::Near => "near",
+            SpawnPolicy::Linux => "linux",
         })
     }
 }
@@ -474,8 +495,9 @@ impl FromStr for SpawnPolicy {
         match s {
             "near" => Ok(SpawnPolicy::Near),
             "rotate" => Ok(SpawnPolicy::Rotate),
+            "linux" => Ok(SpawnPolicy::Linux),
             o => Err(PolicyNameError(alloc::format!(
-                "spawn {o:?}: expected near or rotate"
+                "spawn {o:?}: expected near, rotate or linux"
             ))),
         }
     }
@@ -533,6 +555,7 @@ impl SpawnRule for Near {
 pub enum MachineSpawn {
     Rotate(Rotate),
     Near(Near),
+    Linux(LinuxFork),
 }
 
 impl MachineSpawn {
@@ -542,6 +565,7 @@ impl MachineSpawn {
                 cursor: cpu.index() + 1,
             }),
             SpawnPolicy::Near => MachineSpawn::Near(Near),
+            SpawnPolicy::Linux => MachineSpawn::Linux(LinuxFork),
         }
     }
 }
@@ -551,6 +575,7 @@ impl SpawnRule for MachineSpawn {
         match self {
             MachineSpawn::Rotate(r) => r.place_new(m, spawner, mask),
             MachineSpawn::Near(n) => n.place_new(m, spawner, mask),
+            MachineSpawn::Linux(l) => l.place_new(m, spawner, mask),
         }
     }
 }

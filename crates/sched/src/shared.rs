@@ -76,9 +76,11 @@ pub struct Doors {
     pub(crate) doorbell: Doorbell,
     /// Running + queued tasks, published by the owner for balancing.
     pub(crate) load: AtomicU32,
-    /// The fair queue's PELT `util_avg` and `load_avg`, as last published.
+    /// The fair queue's PELT `util_avg`, `load_avg` and `runnable_avg`, as
+    /// last published.
     pub(crate) util: AtomicU32,
     pub(crate) load_avg: AtomicU32,
+    pub(crate) runnable_avg: AtomicU32,
     /// TIF_NEED_RESCHED: set by whoever asks this CPU to reschedule, cleared
     /// by its pass. A remote ask sends an IPI only when it sets the flag.
     pub(crate) resched: AtomicBool,
@@ -148,6 +150,7 @@ impl<S: PolicyState> Shared<S> {
                 load: AtomicU32::new(0),
                 util: AtomicU32::new(0),
                 load_avg: AtomicU32::new(0),
+                runnable_avg: AtomicU32::new(0),
                 resched: AtomicBool::new(false),
             })
             .collect();
@@ -235,6 +238,10 @@ impl<S: PolicyState> Shared<S> {
             .store(avg.util_avg.min(u32::MAX as u64) as u32, Ordering::Relaxed);
         d.load_avg
             .store(avg.load_avg.min(u32::MAX as u64) as u32, Ordering::Relaxed);
+        d.runnable_avg.store(
+            avg.runnable_avg.min(u32::MAX as u64) as u32,
+            Ordering::Relaxed,
+        );
     }
 
     pub(crate) fn set_load(&self, cpu: CpuId, load: u32) {

@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use schedlab_sched::linux::Linux;
-use schedlab_sched::{BuiltinPolicy, Home, Policy, WakerStreakRule};
+use schedlab_sched::{BuiltinPolicy, Home, Policy, SpawnPolicy, WakerStreakRule};
 
 use crate::engine::{Engine, Outcome, SimSpec};
 
@@ -36,6 +36,7 @@ type Start = dyn Fn(&SimSpec, u64) -> Box<dyn Run> + Send + Sync;
 #[derive(Clone)]
 pub struct PolicyRef {
     name: String,
+    spawn: Option<SpawnPolicy>,
     start: Arc<Start>,
 }
 
@@ -44,6 +45,7 @@ impl PolicyRef {
     pub fn new<P: Policy>(name: impl Into<String>, policy: P) -> PolicyRef {
         PolicyRef {
             name: name.into(),
+            spawn: policy.spawn_rule(),
             start: Arc::new(move |spec: &SimSpec, seed: u64| -> Box<dyn Run> {
                 Box::new(Engine::new(spec, seed, policy.clone()))
             }),
@@ -52,6 +54,11 @@ impl PolicyRef {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The spawn rule the policy comes with ([`Policy::spawn_rule`]).
+    pub fn spawn_rule(&self) -> Option<SpawnPolicy> {
+        self.spawn
     }
 
     pub(crate) fn start(&self, spec: &SimSpec, seed: u64) -> Box<dyn Run> {
@@ -145,7 +152,7 @@ impl Registry {
         );
         r.add(
             "linux",
-            "Linux 6.19's wake placement (select_task_rq_fair, decided on the waker); spawn and balance are the machine's, not yet Linux's",
+            "Linux 6.19's wake and fork placement (select_task_rq_fair, wakes decided on the waker); balancing is the machine's, not yet Linux's",
             builtin("linux"),
         );
         r

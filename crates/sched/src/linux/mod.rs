@@ -46,12 +46,17 @@
 //!   Linux's `record_wakee()` then charges whatever task the interrupt
 //!   interrupted.
 //!
-//! Fork placement (`sched_balance_find_dst_cpu()`) and Linux's load
-//! balancer are not here yet: `linux` runs with the machine's spawn rule
-//! and balancer, and says so in its registry entry.
+//! Fork placement is Linux's too: [`fork`] (`sched_balance_find_dst_cpu()`),
+//! the spawn rule `linux` comes with ([`Policy::spawn_rule`]: a scenario
+//! takes it unless its user names another spawn rule; `spawn = "linux"`
+//! gives it to any policy). Linux's load balancer is not here yet: `linux`
+//! runs with the machine's balancer, and says so in its registry entry.
+
+pub mod fork;
 
 use schedlab_topology::{CpuId, CpuSet};
 
+use crate::config::SpawnPolicy;
 use crate::effects::PlaceReason;
 use crate::park::Delivery;
 use crate::policy::{Decides, Decision, Machine, Policy, PolicyState, Wake};
@@ -367,6 +372,12 @@ impl Policy for Linux {
             record_wakee(w, wakee, m.now());
             self.waker_flips = w.wakee_flips;
         }
+    }
+
+    /// `select_task_rq_fair()` for `WF_FORK`: [`fork::LinuxFork`], as the
+    /// machine's rule, so `spawn = ...` can still name another for a study.
+    fn spawn_rule(&self) -> Option<SpawnPolicy> {
+        Some(SpawnPolicy::Linux)
     }
 
     fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<LinuxTask>) -> Decision {
