@@ -28,6 +28,7 @@ declare -A what=(
   [wake-wide-never]="linux: wake_wide() is always false"
   [no-wa-idle]="linux: wake_affine() skips WA_IDLE"
   [sis-no-depth]="linux: select_idle_cpu() ignores SIS_UTIL's scan depth"
+  [fork-stays-local]="linux: sched_balance_find_dst_group() never leaves the local group"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")
