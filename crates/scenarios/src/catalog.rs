@@ -2,7 +2,7 @@
 //! are measured by. Each reads its own parameters and the common ones.
 
 use schedlab_sim::sched::{Balance, TaskSpec};
-use schedlab_sim::{Figure, Op};
+use schedlab_sim::{Figure, Op, Within};
 use schedlab_topology::{CpuSet, Level, Topology, DEFAULT_PRESET};
 
 use crate::{rows, topology, Builder, Params, Scenario, ScenarioError};
@@ -199,7 +199,7 @@ fn split_pair(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
         Figure::SameAt {
             a: "client".into(),
             b: "server".into(),
-            level: "llc".into(),
+            level: Within::Llc,
         },
     );
     b.figure(
@@ -207,7 +207,7 @@ fn split_pair(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
         Figure::SameAt {
             a: "client".into(),
             b: "server".into(),
-            level: "core".into(),
+            level: Within::Core,
         },
     );
     b.figure(

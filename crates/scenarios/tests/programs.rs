@@ -216,3 +216,18 @@ fn linux_brings_its_fork_path_unless_the_user_names_a_spawn_rule() {
         "spawn=linux for any policy"
     );
 }
+
+#[test]
+fn a_same_at_figure_with_an_unknown_level_is_an_error() {
+    let text = format!(
+        "{HEAD}[[task]]\nname = \"a\"\ncpu = 0\nprogram = [{{ run = 1000 }}]\n[[figure]]\nname = \"x\"\nkind = \"same_at\"\na = \"a\"\nb = \"a\"\nlevel = \"anything\"\n"
+    );
+    let e = file::load_str(&text, Path::new("f.toml"), Params::default())
+        .err()
+        .expect("level = \"anything\" must not load (it once meant llc silently)");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("anything") && msg.contains("core") && msg.contains("llc"),
+        "expected an error naming the bad level and the choices, got: {msg}"
+    );
+}

@@ -35,13 +35,14 @@ use std::collections::{BTreeMap, VecDeque};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use schedlab_sched::{
-    Config, CpuSched, Delivery, Effects, KickKind, KickWhy, PlaceReason, Policy, Shared, Switch,
-    TaskId, TaskSpec, TaskState, Trace,
+    Config, CpuSched, Effects, KickKind, Policy, Shared, Switch, TaskId, TaskSpec, TaskState, Trace,
 };
 use schedlab_topology::{CpuId, CpuSet, Level, Topology};
 
 use crate::cost::CostModel;
-use crate::events::{Event, EventKind, PrevState};
+use crate::events::PrevState;
+use crate::outcome::Recorder;
+pub use crate::outcome::{Outcome, TaskOutcome};
 use crate::policy::PolicyRef;
 use crate::program::{flatten, Instr, Op};
 
@@ -221,43 +222,6 @@ struct Lock {
     waiters: VecDeque<TaskId>,
 }
 
-/// What a run measured.
-#[derive(Clone, Debug, Default)]
-pub struct Outcome {
-    pub seed: u64,
-    pub trace_hash: u64,
-    pub events: u64,
-    pub end_ns: u64,
-    /// Lap durations by metric, ns.
-    pub laps: BTreeMap<String, Vec<u64>>,
-    pub counts: BTreeMap<String, u64>,
-    pub counters: BTreeMap<String, u64>,
-    /// The scheduler's counters per CPU, in CPU order (IPIs are counted by
-    /// the CPU that sends them).
-    pub cpu_counters: Vec<schedlab_sched::Counters>,
-    /// Per task name: migrations, moves with their times and reasons, exit
-    /// time, final CPU, CPU time.
-    pub tasks: BTreeMap<String, TaskOutcome>,
-    pub busy_ns: Vec<u64>,
-    pub log: Vec<String>,
-    /// The event log, when the spec asked for it.
-    pub event_log: Vec<Event>,
-    /// Every task's name by its id.
-    pub task_names: BTreeMap<u32, String>,
-    pub topology: Option<Topology>,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct TaskOutcome {
-    pub migrations: u64,
-    /// When each move happened, and why.
-    pub moved_at: Vec<(u64, &'static str)>,
-    /// When the task exited.
-    pub exited_at: Option<u64>,
-    pub final_cpu: Option<CpuId>,
-    pub cpu_ns: u64,
-}
-
 /// One simulation of a machine whose CPUs run the policy `P`.
 pub struct Engine<P: Policy> {
     sh: Shared<P::TaskState>,
@@ -293,72 +257,9 @@ pub struct Engine<P: Policy> {
     disk_irq_cpu: CpuId,
     pipe_capacity: u64,
     check: bool,
-    keep_log: bool,
-    keep_events: bool,
-    /// What the event log last showed running on each CPU.
-    shown: Vec<Option<TaskId>>,
-    /// Each CPU's run-queue length as the event log last showed it.
-    runq: Vec<u32>,
     fixed_order: bool,
-    hash: u64,
-    events: u64,
-    out: Outcome,
+    rec: Recorder,
     live: usize,
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0100_0000_01b3;
-
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= *b as u64;
-        h = h.wrapping_mul(FNV_PRIME);
-    }
-    h
-}
-
-/// A trace event as bytes for the hash: its kind and its numbers.
-fn encode(cpu: CpuId, t: &Trace) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[0..2].copy_from_slice(&(cpu.index() as u16).to_le_bytes());
-    let (kind, task, x, y): (u8, u32, u32, u32) = match *t {
-        Trace::Wake {
-            task,
-            cause,
-            delivery,
-        } => (
-            1,
-            task.0,
-            cause.waker.map_or(u32::MAX, |c| c.index() as u32),
-            match delivery {
-                schedlab_sched::Delivery::Flagged => 0,
-                schedlab_sched::Delivery::Post { owner } => 1 + owner.index() as u32,
-                schedlab_sched::Delivery::Coalesced => 5000,
-                schedlab_sched::Delivery::Dead => 5001,
-            },
-        ),
-        Trace::Counted { task, bits, .. } => (2, task.0, bits as u32, 0),
-        Trace::Place {
-            task,
-            from,
-            cpu,
-            reason,
-        } => (
-            3,
-            task.0,
-            (from.index() as u32) << 16 | cpu.index() as u32,
-            reason.code(),
-        ),
-        Trace::ParkReturned { task } => (4, task.0, 0, 0),
-        Trace::Parked { task } => (5, task.0, 0, 0),
-        Trace::Resched { task } => (6, task.0, 0, 0),
-        Trace::Exited { task } => (7, task.0, 0, 0),
-    };
-    b[2] = kind;
-    b[4..8].copy_from_slice(&task.to_le_bytes());
-    b[8..12].copy_from_slice(&x.to_le_bytes());
-    b[12..16].copy_from_slice(&y.to_le_bytes());
-    b
 }
 
 impl<P: Policy> Engine<P> {
@@ -427,18 +328,8 @@ impl<P: Policy> Engine<P> {
             disk_irq_cpu: spec.disk_irq_cpu,
             pipe_capacity: spec.pipe_capacity,
             check: spec.check_invariants,
-            keep_log: spec.keep_log,
-            keep_events: spec.keep_events,
-            shown: vec![None; n],
-            runq: vec![0; n],
             fixed_order: spec.fixed_order,
-            hash: FNV_OFFSET,
-            events: 0,
-            out: Outcome {
-                seed,
-                topology: Some(spec.topology.clone()),
-                ..Outcome::default()
-            },
+            rec: Recorder::new(seed, &spec.topology, spec.keep_log, spec.keep_events),
             live: 0,
         };
         if sim.spec_cost.tick_skew {
@@ -531,7 +422,7 @@ impl<P: Policy> Engine<P> {
             format!("{name}#{k}")
         };
         *self.names.get_mut(name.split('#').next().unwrap()).unwrap() += 1;
-        self.out.task_names.insert(id.0, name.clone());
+        self.rec.out.task_names.insert(id.0, name.clone());
         self.tasks.insert(
             id,
             SimTask {
@@ -573,12 +464,7 @@ impl<P: Policy> Engine<P> {
     }
 
     fn record(&mut self, text: impl FnOnce() -> String, bytes: &[u8]) {
-        self.hash = fnv(self.hash, &self.now.to_le_bytes());
-        self.hash = fnv(self.hash, bytes);
-        if self.keep_log {
-            let t = text();
-            self.out.log.push(format!("{} {t}", self.now));
-        }
+        self.rec.record(self.now, text, bytes);
     }
 
     /// Runs to the end; returns what it measured.
@@ -588,13 +474,13 @@ impl<P: Policy> Engine<P> {
                 break;
             }
             self.now = at;
-            self.events += 1;
+            self.rec.events += 1;
             self.event(ev);
             if self.check {
                 if let Err(e) = schedlab_sched::invariants::check(&self.sh, &self.sched) {
                     panic!(
                         "invariant broken at t={} after {ev:?}: {e} (seed {})",
-                        self.now, self.out.seed
+                        self.now, self.rec.out.seed
                     );
                 }
             }
@@ -607,13 +493,13 @@ impl<P: Policy> Engine<P> {
         let mut c = schedlab_sched::Counters::default();
         for s in &self.sched {
             c.add(s.counters());
-            self.out.cpu_counters.push(*s.counters());
+            self.rec.out.cpu_counters.push(*s.counters());
         }
         for (name, v) in c.named() {
-            self.out.counters.insert(name.to_string(), v);
+            self.rec.out.counters.insert(name.to_string(), v);
         }
         for (id, t) in &self.tasks {
-            let o = self.out.tasks.entry(t.name.clone()).or_default();
+            let o = self.rec.out.tasks.entry(t.name.clone()).or_default();
             o.migrations = t.migrations;
             o.cpu_ns = t.cpu_ns;
             o.final_cpu = self
@@ -623,11 +509,8 @@ impl<P: Policy> Engine<P> {
                 .map(|s| s.id())
                 .or(t.last_cpu);
         }
-        self.out.busy_ns = self.hw.iter().map(|h| h.busy_ns).collect();
-        self.out.trace_hash = self.hash;
-        self.out.events = self.events;
-        self.out.end_ns = end;
-        self.out
+        self.rec.out.busy_ns = self.hw.iter().map(|h| h.busy_ns).collect();
+        self.rec.finish(end)
     }
 
     fn event(&mut self, ev: Ev) {
@@ -722,17 +605,16 @@ impl<P: Policy> Engine<P> {
     /// Carries out a scheduler decision for `cpu`.
     fn apply(&mut self, cpu: CpuId, fx: Effects) {
         for t in &fx.trace {
-            self.trace_event(cpu, t);
+            let name = match *t {
+                Trace::Place { task, .. } => self.tasks.get(&task).map(|st| st.name.as_str()),
+                _ => None,
+            };
+            let sh = &self.sh;
+            self.rec
+                .trace(self.now, cpu, t, name, |task| sh.task_word(task).owner);
         }
         for k in &fx.kicks {
-            if self.keep_events {
-                self.event_log(EventKind::Kick {
-                    cpu,
-                    target: k.cpu,
-                    resched: k.why == KickWhy::Resched,
-                    idle: k.kind != KickKind::Ipi,
-                });
-            }
+            self.rec.kick(self.now, cpu, k);
             let lat = match k.kind {
                 KickKind::Ipi => self.spec_cost.ipi_ns,
                 KickKind::WakeFromIdle { depth } => self.spec_cost.wake_from_idle(depth),
@@ -753,19 +635,11 @@ impl<P: Policy> Engine<P> {
         if fx.resched {
             self.kick_at(cpu, self.now);
         }
-        if self.keep_events {
+        if self.rec.keeps_events() {
             let s = &self.sched[cpu.index()];
             let len = s.current().is_some() as u32 + s.queued() as u32;
-            if self.runq[cpu.index()] != len {
-                self.runq[cpu.index()] = len;
-                self.event_log(EventKind::RunQueue { cpu, len });
-            }
+            self.rec.run_queue(self.now, cpu, len);
         }
-    }
-
-    fn event_log(&mut self, kind: EventKind) {
-        let at = self.now;
-        self.out.event_log.push(Event { at, kind });
     }
 
     /// How late this timer expiry fires (`CostModel::timer_late`), from the
@@ -796,91 +670,20 @@ impl<P: Policy> Engine<P> {
         self.push(at, Ev::Kick { cpu });
     }
 
-    fn trace_event(&mut self, cpu: CpuId, t: &Trace) {
-        if let Trace::Place {
-            task,
-            from,
-            cpu: to,
-            reason,
-        } = *t
-        {
-            if reason != PlaceReason::Home && from != to {
-                if let Some(st) = self.tasks.get(&task) {
-                    let o = self.out.tasks.entry(st.name.clone()).or_default();
-                    o.moved_at.push((self.now, reason.name()));
-                }
-            }
-        }
-        let bytes = encode(cpu, t);
-        self.record(|| format!("{cpu:?} {t:?}"), &bytes);
-        if self.keep_events {
-            let kind = match *t {
-                Trace::Wake { task, delivery, .. } => {
-                    let (target, parked) = match delivery {
-                        Delivery::Post { owner } => (owner, true),
-                        Delivery::Flagged => (self.sh.task_word(task).owner, false),
-                        Delivery::Coalesced | Delivery::Dead => return,
-                    };
-                    EventKind::Waking {
-                        cpu,
-                        task,
-                        target,
-                        parked,
-                    }
-                }
-                Trace::Place {
-                    task,
-                    from,
-                    cpu: to,
-                    reason,
-                } => EventKind::Place {
-                    cpu,
-                    task,
-                    from,
-                    to,
-                    reason: reason.name(),
-                },
-                Trace::Counted {
-                    task,
-                    streak: Some(streak),
-                    ..
-                } => EventKind::Streak {
-                    task,
-                    llc: streak.llc_index() as u16,
-                    run: streak.run(),
-                },
-                _ => return,
-            };
-            self.event_log(kind);
-        }
-    }
-
     /// The scheduler says `cpu` runs `sw` now.
     fn switch(&mut self, cpu: CpuId, sw: Switch) {
         let c = cpu.index();
-        if self.keep_events {
-            let next = match sw {
-                Switch::Run(t) => Some(t),
-                Switch::Idle { .. } => None,
-            };
-            let prev = self.shown[c];
-            if prev != next {
-                self.shown[c] = next;
-                let prev_state = match prev.map(|p| self.sh.task_word(p).state) {
-                    Some(TaskState::Dead) => PrevState::Exited,
-                    Some(TaskState::Committing | TaskState::Parked | TaskState::Waking) => {
-                        PrevState::Blocked
-                    }
-                    _ => PrevState::Runnable,
-                };
-                self.event_log(EventKind::Switch {
-                    cpu,
-                    prev,
-                    prev_state,
-                    next,
-                });
-            }
-        }
+        let next = match sw {
+            Switch::Run(t) => Some(t),
+            Switch::Idle { .. } => None,
+        };
+        let sh = &self.sh;
+        self.rec
+            .switch(self.now, cpu, next, |p| match sh.task_word(p).state {
+                TaskState::Dead => PrevState::Exited,
+                TaskState::Committing | TaskState::Parked | TaskState::Waking => PrevState::Blocked,
+                _ => PrevState::Runnable,
+            });
         match sw {
             Switch::Idle { .. } => {
                 if let Some(seg) = self.hw[c].seg.take() {
@@ -1134,7 +937,8 @@ impl<P: Policy> Engine<P> {
                 let now = self.now;
                 let st = self.tasks.get_mut(&task).expect("known");
                 if let Some(prev) = st.lap_at.insert(metric.clone(), now) {
-                    self.out
+                    self.rec
+                        .out
                         .laps
                         .entry(metric.clone())
                         .or_default()
@@ -1144,7 +948,7 @@ impl<P: Policy> Engine<P> {
                 true
             }
             Op::Count { metric, n } => {
-                *self.out.counts.entry(metric.clone()).or_default() += n;
+                *self.rec.out.counts.entry(metric.clone()).or_default() += n;
                 self.next_op(task);
                 true
             }
@@ -1463,7 +1267,12 @@ impl<P: Policy> Engine<P> {
                 return;
             }
             st.exited = true;
-            self.out.tasks.entry(st.name.clone()).or_default().exited_at = Some(self.now);
+            self.rec
+                .out
+                .tasks
+                .entry(st.name.clone())
+                .or_default()
+                .exited_at = Some(self.now);
         }
         self.live -= 1;
         // Its parent hears of the exit (a `join_any` waits for that): as

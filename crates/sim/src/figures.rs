@@ -7,6 +7,25 @@ use serde::Deserialize;
 
 use crate::engine::Outcome;
 
+/// How near two tasks must end for [`Figure::SameAt`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Within {
+    /// One SMT core.
+    Core,
+    /// One last-level cache.
+    Llc,
+}
+
+impl Within {
+    pub fn level(self) -> Level {
+        match self {
+            Within::Core => Level::Smt,
+            Within::Llc => Level::Llc,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case", tag = "kind")]
 pub enum Figure {
@@ -39,12 +58,12 @@ pub enum Figure {
         #[serde(default)]
         tasks: Vec<String>,
     },
-    /// 1 when tasks `a` and `b` end within `level` ("llc" or "core") of
-    /// each other, else 0.
+    /// 1 when tasks `a` and `b` end within `level` (`"llc"` or `"core"`)
+    /// of each other, else 0.
     SameAt {
         a: String,
         b: String,
-        level: String,
+        level: Within,
     },
     /// 1 when `a` and `b` end on different cores of one LLC.
     TwoCoresOneLlc {
@@ -139,7 +158,7 @@ impl Figure {
                     .filter(|(n, _)| matches(tasks, n))
                     .flat_map(|(_, t)| t.moved_at.iter())
                     .filter(|(at, r)| {
-                        *at < until && (reasons.is_empty() || reasons.iter().any(|x| x == r))
+                        *at < until && (reasons.is_empty() || reasons.iter().any(|x| x == r.name()))
                     })
                     .count() as f64
             }
@@ -158,12 +177,7 @@ impl Figure {
                 ) else {
                     return 0.0;
                 };
-                let want = if level == "core" {
-                    Level::Smt
-                } else {
-                    Level::Llc
-                };
-                (topo.level_between(ca, cb) <= want) as u8 as f64
+                (topo.level_between(ca, cb) <= level.level()) as u8 as f64
             }
             Figure::TwoCoresOneLlc { a, b } => {
                 let (Some(ca), Some(cb)) = (

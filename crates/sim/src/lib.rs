@@ -20,13 +20,14 @@ pub mod cost;
 pub mod engine;
 pub mod events;
 pub mod figures;
+pub mod outcome;
 pub mod policy;
 pub mod program;
 
 pub use cost::{ByLevel, CostModel, Lateness};
 pub use engine::{Engine, Outcome, SimSpec, TaskDef, TaskOutcome};
 pub use events::{Event, EventKind, PrevState};
-pub use figures::Figure;
+pub use figures::{Figure, Within};
 pub use policy::{PolicyRef, Registry};
 pub use program::Op;
 pub use schedlab_sched as sched;

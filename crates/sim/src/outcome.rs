@@ -1,0 +1,282 @@
+//! What a run measured ([`Outcome`]) and the one place that writes it down:
+//! the [`Recorder`], which keeps the trace hash, the text log and the event
+//! log, and the raw data figures read (laps, counts, moves).
+
+use std::collections::BTreeMap;
+
+use schedlab_sched::{Delivery, Kick, KickKind, KickWhy, PlaceReason, TaskId, Trace};
+use schedlab_topology::{CpuId, Topology};
+
+use crate::events::{Event, EventKind, PrevState};
+
+/// What a run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub seed: u64,
+    pub trace_hash: u64,
+    pub events: u64,
+    pub end_ns: u64,
+    /// Lap durations by metric, ns.
+    pub laps: BTreeMap<String, Vec<u64>>,
+    pub counts: BTreeMap<String, u64>,
+    pub counters: BTreeMap<String, u64>,
+    /// The scheduler's counters per CPU, in CPU order (IPIs are counted by
+    /// the CPU that sends them).
+    pub cpu_counters: Vec<schedlab_sched::Counters>,
+    /// Per task name: migrations, moves with their times and reasons, exit
+    /// time, final CPU, CPU time.
+    pub tasks: BTreeMap<String, TaskOutcome>,
+    pub busy_ns: Vec<u64>,
+    pub log: Vec<String>,
+    /// The event log, when the spec asked for it.
+    pub event_log: Vec<Event>,
+    /// Every task's name by its id.
+    pub task_names: BTreeMap<u32, String>,
+    pub topology: Option<Topology>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct TaskOutcome {
+    pub migrations: u64,
+    /// When each move happened, and why.
+    pub moved_at: Vec<(u64, PlaceReason)>,
+    /// When the task exited.
+    pub exited_at: Option<u64>,
+    pub final_cpu: Option<CpuId>,
+    pub cpu_ns: u64,
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0100_0000_01b3;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
+/// A trace event as bytes for the hash: its kind and its numbers.
+fn encode(cpu: CpuId, t: &Trace) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..2].copy_from_slice(&(cpu.index() as u16).to_le_bytes());
+    let (kind, task, x, y): (u8, u32, u32, u32) = match *t {
+        Trace::Wake {
+            task,
+            cause,
+            delivery,
+        } => (
+            1,
+            task.0,
+            cause.waker.map_or(u32::MAX, |c| c.index() as u32),
+            match delivery {
+                Delivery::Flagged => 0,
+                Delivery::Post { owner } => 1 + owner.index() as u32,
+                Delivery::Coalesced => 5000,
+                Delivery::Dead => 5001,
+            },
+        ),
+        Trace::Counted { task, bits, .. } => (2, task.0, bits as u32, 0),
+        Trace::Place {
+            task,
+            from,
+            cpu,
+            reason,
+        } => (
+            3,
+            task.0,
+            (from.index() as u32) << 16 | cpu.index() as u32,
+            reason.code(),
+        ),
+        Trace::ParkReturned { task } => (4, task.0, 0, 0),
+        Trace::Parked { task } => (5, task.0, 0, 0),
+        Trace::Resched { task } => (6, task.0, 0, 0),
+        Trace::Exited { task } => (7, task.0, 0, 0),
+    };
+    b[2] = kind;
+    b[4..8].copy_from_slice(&task.to_le_bytes());
+    b[8..12].copy_from_slice(&x.to_le_bytes());
+    b[12..16].copy_from_slice(&y.to_le_bytes());
+    b
+}
+
+/// The run's one trace emitter: every event the engine handles and every
+/// decision the scheduler traces goes through here, into the hash, the
+/// text log (`keep_log`) and the event log (`keep_events`).
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    hash: u64,
+    pub events: u64,
+    pub out: Outcome,
+    keep_log: bool,
+    keep_events: bool,
+    /// What the event log last showed running on each CPU.
+    shown: Vec<Option<TaskId>>,
+    /// Each CPU's run-queue length as the event log last showed it.
+    runq: Vec<u32>,
+}
+
+impl Recorder {
+    pub fn new(seed: u64, topo: &Topology, keep_log: bool, keep_events: bool) -> Recorder {
+        let n = topo.num_cpus();
+        Recorder {
+            hash: FNV_OFFSET,
+            events: 0,
+            out: Outcome {
+                seed,
+                topology: Some(topo.clone()),
+                ..Outcome::default()
+            },
+            keep_log,
+            keep_events,
+            shown: vec![None; n],
+            runq: vec![0; n],
+        }
+    }
+
+    pub fn keeps_events(&self) -> bool {
+        self.keep_events
+    }
+
+    /// An engine event: its time and bytes into the hash.
+    pub fn record(&mut self, now: u64, text: impl FnOnce() -> String, bytes: &[u8]) {
+        self.hash = fnv(self.hash, &now.to_le_bytes());
+        self.hash = fnv(self.hash, bytes);
+        if self.keep_log {
+            let t = text();
+            self.out.log.push(format!("{now} {t}"));
+        }
+    }
+
+    fn event_log(&mut self, at: u64, kind: EventKind) {
+        self.out.event_log.push(Event { at, kind });
+    }
+
+    /// A scheduler trace from `cpu`. `name` is the task's, for its moves;
+    /// `owner` finds where a flagged task runs, for the event log.
+    pub fn trace(
+        &mut self,
+        now: u64,
+        cpu: CpuId,
+        t: &Trace,
+        name: Option<&str>,
+        owner: impl FnOnce(TaskId) -> CpuId,
+    ) {
+        if let Trace::Place {
+            from,
+            cpu: to,
+            reason,
+            ..
+        } = *t
+        {
+            if reason != PlaceReason::Home && from != to {
+                if let Some(name) = name {
+                    let o = self.out.tasks.entry(name.to_string()).or_default();
+                    o.moved_at.push((now, reason));
+                }
+            }
+        }
+        let bytes = encode(cpu, t);
+        self.record(now, || format!("{cpu:?} {t:?}"), &bytes);
+        if !self.keep_events {
+            return;
+        }
+        let kind = match *t {
+            Trace::Wake { task, delivery, .. } => {
+                let (target, parked) = match delivery {
+                    Delivery::Post { owner } => (owner, true),
+                    Delivery::Flagged => (owner(task), false),
+                    Delivery::Coalesced | Delivery::Dead => return,
+                };
+                EventKind::Waking {
+                    cpu,
+                    task,
+                    target,
+                    parked,
+                }
+            }
+            Trace::Place {
+                task,
+                from,
+                cpu: to,
+                reason,
+            } => EventKind::Place {
+                cpu,
+                task,
+                from,
+                to,
+                reason: reason.name(),
+            },
+            Trace::Counted {
+                task,
+                streak: Some(streak),
+                ..
+            } => EventKind::Streak {
+                task,
+                llc: streak.llc_index() as u16,
+                run: streak.run(),
+            },
+            _ => return,
+        };
+        self.event_log(now, kind);
+    }
+
+    /// A kick `cpu` sends.
+    pub fn kick(&mut self, now: u64, cpu: CpuId, k: &Kick) {
+        if self.keep_events {
+            self.event_log(
+                now,
+                EventKind::Kick {
+                    cpu,
+                    target: k.cpu,
+                    resched: k.why == KickWhy::Resched,
+                    idle: k.kind != KickKind::Ipi,
+                },
+            );
+        }
+    }
+
+    /// `cpu`'s run-queue length after a decision.
+    pub fn run_queue(&mut self, now: u64, cpu: CpuId, len: u32) {
+        if self.keep_events && self.runq[cpu.index()] != len {
+            self.runq[cpu.index()] = len;
+            self.event_log(now, EventKind::RunQueue { cpu, len });
+        }
+    }
+
+    /// `cpu` switches to `next`; `prev_state` says how the one before left.
+    pub fn switch(
+        &mut self,
+        now: u64,
+        cpu: CpuId,
+        next: Option<TaskId>,
+        prev_state: impl FnOnce(TaskId) -> PrevState,
+    ) {
+        if !self.keep_events {
+            return;
+        }
+        let prev = self.shown[cpu.index()];
+        if prev != next {
+            self.shown[cpu.index()] = next;
+            let prev_state = prev.map_or(PrevState::Runnable, prev_state);
+            self.event_log(
+                now,
+                EventKind::Switch {
+                    cpu,
+                    prev,
+                    prev_state,
+                    next,
+                },
+            );
+        }
+    }
+
+    /// Closes the record: the hash, the event count, the end.
+    pub fn finish(mut self, end_ns: u64) -> Outcome {
+        self.out.trace_hash = self.hash;
+        self.out.events = self.events;
+        self.out.end_ns = end_ns;
+        self.out
+    }
+}
