@@ -222,9 +222,9 @@ fn a_same_at_figure_with_an_unknown_level_is_an_error() {
     let text = format!(
         "{HEAD}[[task]]\nname = \"a\"\ncpu = 0\nprogram = [{{ run = 1000 }}]\n[[figure]]\nname = \"x\"\nkind = \"same_at\"\na = \"a\"\nb = \"a\"\nlevel = \"anything\"\n"
     );
-    let e = file::load_str(&text, Path::new("f.toml"), Params::default())
-        .err()
-        .expect("level = \"anything\" must not load (it once meant llc silently)");
+    let Err(e) = file::load_str(&text, Path::new("f.toml"), Params::default()) else {
+        panic!("level = \"anything\" must not load (it once meant llc silently)");
+    };
     let msg = e.to_string();
     assert!(
         msg.contains("anything") && msg.contains("core") && msg.contains("llc"),
