@@ -20,6 +20,7 @@ pub mod cost;
 pub mod engine;
 pub mod events;
 pub mod figures;
+pub mod objects;
 pub mod outcome;
 pub mod policy;
 pub mod program;

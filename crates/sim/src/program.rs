@@ -109,34 +109,3 @@ pub enum Op {
         n: u64,
     },
 }
-
-/// A flattened program: loops become counted jumps.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Instr {
-    Op(Op),
-    /// Start of a loop running `n` times; its end is at `end`.
-    LoopStart {
-        n: u64,
-        end: usize,
-    },
-    /// End of a loop whose start is at `start`.
-    LoopEnd {
-        start: usize,
-    },
-}
-
-pub(crate) fn flatten(ops: &[Op], out: &mut Vec<Instr>) {
-    for op in ops {
-        match op {
-            Op::Loop { n, body } => {
-                let start = out.len();
-                out.push(Instr::LoopStart { n: *n, end: 0 });
-                flatten(body, out);
-                let end = out.len();
-                out.push(Instr::LoopEnd { start });
-                out[start] = Instr::LoopStart { n: *n, end };
-            }
-            other => out.push(Instr::Op(other.clone())),
-        }
-    }
-}

@@ -1,0 +1,688 @@
+//! The program interpreter: a task's program counter, and one small
+//! function per op.
+//!
+//! Programs are compiled once, when the simulation is built: loops become
+//! counted jumps, and every name (port, pipe, futex, lock, spawned program,
+//! metric) becomes a typed id. A task then steps through its code until it
+//! starts a segment of work, waits or exits.
+//!
+//! **The syscall-first rule.** An op that enters the kernel to make a change
+//! others see (a call, a reply, a pipe write, a futex wake, a spawn) first
+//! charges its syscall cost as a segment of work, and only when that
+//! segment ends does the change happen; `op_started` marks the op as past
+//! that point. [`Engine::syscall_first`] is that rule, written once.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use rand::RngCore;
+use schedlab_sched::{Policy, TaskId, TaskSpec, TaskState};
+use schedlab_topology::{CpuId, Level};
+
+use super::{Engine, Ev, SegKind};
+use crate::objects::{FutexId, LockId, Objects, PipeId, PipeStep, PortId};
+use crate::program::Op;
+
+/// A spawnable program, by its index among the spec's programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProgId(u32);
+
+/// A lap or count metric, by its index among the run's metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MetricId(u32);
+
+/// One compiled instruction: an op with its names resolved, or a loop's
+/// jump.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Instr {
+    Run(u64),
+    Call {
+        port: PortId,
+        bytes: u64,
+    },
+    Serve(PortId),
+    Reply {
+        bytes: u64,
+    },
+    PipeWrite {
+        pipe: PipeId,
+        bytes: u64,
+    },
+    PipeRead {
+        pipe: PipeId,
+        bytes: u64,
+    },
+    FutexWait(FutexId),
+    FutexWake {
+        futex: FutexId,
+        n: u32,
+    },
+    Lock(LockId),
+    Unlock(LockId),
+    Sleep(u64),
+    RandomSleep {
+        min: u64,
+        max: u64,
+    },
+    ExpSleep {
+        mean: u64,
+    },
+    Io(u64),
+    Spawn(ProgId),
+    Join,
+    JoinAny,
+    Exit,
+    Yield,
+    Leave,
+    Lap(MetricId),
+    LapStart(MetricId),
+    Count {
+        metric: MetricId,
+        n: u64,
+    },
+    /// Start of a loop running `n` times; its end is at `end`.
+    LoopStart {
+        n: u64,
+        end: usize,
+    },
+    /// End of a loop whose start is at `start`.
+    LoopEnd {
+        start: usize,
+    },
+}
+
+/// Every program of a run, compiled, and the names behind the ids.
+#[derive(Debug, Default)]
+pub(crate) struct Code {
+    /// Spawnable programs by [`ProgId`]: (name, code).
+    pub programs: Vec<(String, Rc<[Instr]>)>,
+    /// Metric names by [`MetricId`].
+    pub metrics: Vec<String>,
+    metric_ids: BTreeMap<String, u32>,
+    program_ids: BTreeMap<String, u32>,
+}
+
+impl Code {
+    /// Compiles the spawnable programs, resolving names into `objects`.
+    pub fn new(programs: &BTreeMap<String, Vec<Op>>, objects: &mut Objects) -> Code {
+        let mut code = Code::default();
+        for (i, name) in programs.keys().enumerate() {
+            code.program_ids.insert(name.clone(), i as u32);
+        }
+        for (name, ops) in programs {
+            let c = code.compile(ops, objects);
+            code.programs.push((name.clone(), c));
+        }
+        code
+    }
+
+    fn metric(&mut self, name: &str) -> MetricId {
+        if let Some(&i) = self.metric_ids.get(name) {
+            return MetricId(i);
+        }
+        self.metrics.push(name.to_string());
+        let i = (self.metrics.len() - 1) as u32;
+        self.metric_ids.insert(name.to_string(), i);
+        MetricId(i)
+    }
+
+    /// A program compiled: loops flattened, names resolved. A spawn of a
+    /// program the spec does not have runs an empty one (the loaders
+    /// reject such programs first).
+    pub fn compile(&mut self, ops: &[Op], objects: &mut Objects) -> Rc<[Instr]> {
+        let mut out = Vec::new();
+        self.flatten(ops, objects, &mut out);
+        out.into()
+    }
+
+    fn flatten(&mut self, ops: &[Op], o: &mut Objects, out: &mut Vec<Instr>) {
+        for op in ops {
+            let i = match op {
+                Op::Loop { n, body } => {
+                    let start = out.len();
+                    out.push(Instr::LoopStart { n: *n, end: 0 });
+                    self.flatten(body, o, out);
+                    let end = out.len();
+                    out.push(Instr::LoopEnd { start });
+                    out[start] = Instr::LoopStart { n: *n, end };
+                    continue;
+                }
+                Op::Run(ns) => Instr::Run(*ns),
+                Op::Call { port, bytes } => Instr::Call {
+                    port: o.port(port),
+                    bytes: *bytes,
+                },
+                Op::Serve { port } => Instr::Serve(o.port(port)),
+                Op::Reply { bytes } => Instr::Reply { bytes: *bytes },
+                Op::PipeWrite { pipe, bytes } => Instr::PipeWrite {
+                    pipe: o.pipe(pipe),
+                    bytes: *bytes,
+                },
+                Op::PipeRead { pipe, bytes } => Instr::PipeRead {
+                    pipe: o.pipe(pipe),
+                    bytes: *bytes,
+                },
+                Op::FutexWait { futex } => Instr::FutexWait(o.futex(futex)),
+                Op::FutexWake { futex, n } => Instr::FutexWake {
+                    futex: o.futex(futex),
+                    n: *n,
+                },
+                Op::Lock { lock } => Instr::Lock(o.lock(lock)),
+                Op::Unlock { lock } => Instr::Unlock(o.lock(lock)),
+                Op::Sleep(ns) => Instr::Sleep(*ns),
+                Op::RandomSleep { min, max } => Instr::RandomSleep {
+                    min: *min,
+                    max: *max,
+                },
+                Op::ExpSleep { mean } => Instr::ExpSleep { mean: *mean },
+                Op::Io(ns) => Instr::Io(*ns),
+                Op::Spawn { program } => match self.program_ids.get(program) {
+                    Some(&i) => Instr::Spawn(ProgId(i)),
+                    None => {
+                        // A program nobody defined: an empty one, named.
+                        let i = self.programs.len() as u32;
+                        self.program_ids.insert(program.clone(), i);
+                        self.programs.push((program.clone(), Rc::from(Vec::new())));
+                        Instr::Spawn(ProgId(i))
+                    }
+                },
+                Op::Join => Instr::Join,
+                Op::JoinAny => Instr::JoinAny,
+                Op::Exit => Instr::Exit,
+                Op::Yield => Instr::Yield,
+                Op::Leave => Instr::Leave,
+                Op::Lap { metric } => Instr::Lap(self.metric(metric)),
+                Op::LapStart { metric } => Instr::LapStart(self.metric(metric)),
+                Op::Count { metric, n } => Instr::Count {
+                    metric: self.metric(metric),
+                    n: *n,
+                },
+            };
+            out.push(i);
+        }
+    }
+}
+
+/// What a blocked task waits for, re-checked each time it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    No,
+    /// Blocked on the op at `pc`.
+    Op,
+}
+
+/// A simulated thread: its program counter and what its ops keep.
+#[derive(Debug)]
+pub(crate) struct SimTask {
+    pub name: String,
+    pub code: Rc<[Instr]>,
+    pub pc: usize,
+    pub loops: Vec<u64>,
+    /// Work left of a `Run` or a charged cost, in solo ns.
+    pub pending_work: u64,
+    /// The op at `pc` started its syscall part already.
+    pub op_started: bool,
+    pub waiting: Waiting,
+    pub last_cpu: Option<CpuId>,
+    pub working_set: u64,
+    pub spec: TaskSpec,
+    pub children: Vec<TaskId>,
+    /// The task that spawned it, told of its exit (`join_any`).
+    pub parent: Option<TaskId>,
+    /// Children that exited and no `join_any` has reaped yet.
+    pub zombies: Vec<TaskId>,
+    /// A reply waiting for this client: (bytes, the CPU it was written on).
+    pub reply: Option<(u64, CpuId)>,
+    /// The request this server is serving: its client.
+    pub serving: Option<TaskId>,
+    /// Futex generations seen.
+    pub futex_seen: BTreeMap<FutexId, u64>,
+    pub io_done: bool,
+    pub io_pending: bool,
+    /// When each metric's lap last started.
+    pub lap_at: Vec<(MetricId, u64)>,
+    pub exited: bool,
+    pub migrations: u64,
+    pub cpu_ns: u64,
+}
+
+impl SimTask {
+    pub fn new(name: String, code: Rc<[Instr]>, working_set: u64, spec: TaskSpec) -> SimTask {
+        SimTask {
+            name,
+            code,
+            pc: 0,
+            loops: Vec::new(),
+            pending_work: 0,
+            op_started: false,
+            waiting: Waiting::No,
+            last_cpu: None,
+            working_set,
+            spec,
+            children: Vec::new(),
+            parent: None,
+            zombies: Vec::new(),
+            reply: None,
+            serving: None,
+            futex_seen: BTreeMap::new(),
+            io_done: false,
+            io_pending: false,
+            lap_at: Vec::new(),
+            exited: false,
+            migrations: 0,
+            cpu_ns: 0,
+        }
+    }
+
+    /// Starts a lap of `m` now; the previous start, if any.
+    fn lap(&mut self, m: MetricId, now: u64) -> Option<u64> {
+        match self.lap_at.iter_mut().find(|(k, _)| *k == m) {
+            Some((_, at)) => Some(std::mem::replace(at, now)),
+            None => {
+                self.lap_at.push((m, now));
+                None
+            }
+        }
+    }
+}
+
+/// The most instructions a task may run without spending time.
+const STEP_LIMIT: usize = 10_000;
+
+impl<P: Policy> Engine<P> {
+    fn task(&mut self, task: TaskId) -> &mut SimTask {
+        self.tasks.get_mut(&task).expect("a known task")
+    }
+
+    /// Runs `task`'s program on `cpu` until it starts a segment, blocks or
+    /// exits.
+    pub(super) fn step(&mut self, cpu: CpuId, task: TaskId) {
+        for _ in 0..STEP_LIMIT {
+            if self.hw[cpu.index()].current != Some(task) {
+                return;
+            }
+            if self.sh.is_killed(task) {
+                return self.do_exit(cpu, task);
+            }
+            let st = self.task(task);
+            if st.pending_work > 0 {
+                let w = std::mem::take(&mut st.pending_work);
+                return self.start_seg(cpu, SegKind::Task, task, w);
+            }
+            let Some(&instr) = st.code.get(st.pc) else {
+                return self.do_exit(cpu, task);
+            };
+            match instr {
+                Instr::LoopStart { n, end } => {
+                    if n == 0 {
+                        st.pc = end + 1;
+                    } else {
+                        st.loops.push(n);
+                        st.pc += 1;
+                    }
+                }
+                Instr::LoopEnd { start } => {
+                    let left = st.loops.last_mut().expect("inside a loop");
+                    *left -= 1;
+                    if *left == 0 {
+                        st.loops.pop();
+                        st.pc += 1;
+                    } else {
+                        st.pc = start + 1;
+                    }
+                }
+                op => {
+                    if !self.op(cpu, task, op) {
+                        return;
+                    }
+                }
+            }
+        }
+        panic!(
+            "{task:?} ran {STEP_LIMIT} instructions without spending time: a program with an empty loop?"
+        );
+    }
+
+    fn next_op(&mut self, task: TaskId) {
+        let st = self.task(task);
+        st.pc += 1;
+        st.op_started = false;
+        st.waiting = Waiting::No;
+    }
+
+    /// Goes on to the next op: `true`, the program goes straight on.
+    fn done(&mut self, task: TaskId) -> bool {
+        self.next_op(task);
+        true
+    }
+
+    /// Charges `ns` of work to the task before its op goes on; `false`
+    /// (the caller returns) when a segment started.
+    fn charge(&mut self, cpu: CpuId, task: TaskId, ns: u64) -> bool {
+        if ns == 0 {
+            return true;
+        }
+        self.start_seg(cpu, SegKind::Task, task, ns);
+        false
+    }
+
+    /// The syscall-first rule: the first time through, charge `ns` and
+    /// come back to the op (at once when `ns` is 0); `true` once past it.
+    fn syscall_first(&mut self, cpu: CpuId, task: TaskId, ns: u64, op: Instr) -> Option<bool> {
+        let st = self.task(task);
+        if st.op_started {
+            return None;
+        }
+        st.op_started = true;
+        Some(self.charge(cpu, task, ns) && self.op(cpu, task, op))
+    }
+
+    /// Waits: the block path, then the scheduler's `block`.
+    fn wait(&mut self, cpu: CpuId, task: TaskId) -> bool {
+        self.task(task).waiting = Waiting::Op;
+        self.start_seg(cpu, SegKind::BlockPath, task, self.cost.block_ns);
+        false
+    }
+
+    fn level(&self, a: CpuId, b: CpuId) -> Level {
+        self.sh.topology().level_between(a, b)
+    }
+
+    /// One op; `true` when the program goes straight on.
+    fn op(&mut self, cpu: CpuId, task: TaskId, op: Instr) -> bool {
+        match op {
+            Instr::Run(ns) => self.op_run(cpu, task, ns),
+            Instr::LapStart(m) => {
+                let now = self.now;
+                self.task(task).lap(m, now);
+                self.done(task)
+            }
+            Instr::Lap(m) => {
+                let now = self.now;
+                if let Some(prev) = self.task(task).lap(m, now) {
+                    self.laps[m.0 as usize]
+                        .get_or_insert_with(Vec::new)
+                        .push(now - prev);
+                }
+                self.done(task)
+            }
+            Instr::Count { metric, n } => {
+                *self.counts[metric.0 as usize].get_or_insert(0) += n;
+                self.done(task)
+            }
+            Instr::Call { port, bytes } => self.op_call(cpu, task, op, port, bytes),
+            Instr::Serve(port) => self.op_serve(cpu, task, port),
+            Instr::Reply { bytes } => self.op_reply(cpu, task, op, bytes),
+            Instr::PipeWrite { pipe, bytes } => self.op_pipe_write(cpu, task, op, pipe, bytes),
+            Instr::PipeRead { pipe, bytes } => self.op_pipe_read(cpu, task, pipe, bytes),
+            Instr::FutexWait(f) => self.op_futex_wait(cpu, task, f),
+            Instr::FutexWake { futex, n } => self.op_futex_wake(cpu, task, op, futex, n),
+            Instr::Lock(l) => {
+                if self.objects.locks[l.index()].acquire(task) {
+                    self.done(task)
+                } else {
+                    self.wait(cpu, task)
+                }
+            }
+            Instr::Unlock(l) => {
+                if let Some(w) = self.objects.locks[l.index()].release() {
+                    self.wake(cpu, w);
+                }
+                self.done(task)
+            }
+            Instr::RandomSleep { min, max } => {
+                if self.task(task).op_started {
+                    return self.done(task);
+                }
+                let span = max.saturating_sub(min) + 1;
+                let ns = min + self.prog_rng.next_u64() % span;
+                self.op_sleep(cpu, task, ns)
+            }
+            Instr::ExpSleep { mean } => {
+                if self.task(task).op_started {
+                    return self.done(task);
+                }
+                let u = ((self.prog_rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+                let ns = (-(u.ln()) * mean as f64) as u64 + 1;
+                self.op_sleep(cpu, task, ns)
+            }
+            Instr::Leave => {
+                self.sched[cpu.index()].begin_leaving();
+                self.done(task)
+            }
+            Instr::Sleep(ns) => self.op_sleep(cpu, task, ns),
+            Instr::Io(ns) => self.op_io(cpu, task, ns),
+            Instr::Spawn(prog) => self.op_spawn(cpu, task, op, prog),
+            Instr::Join => self.op_join(cpu, task),
+            Instr::JoinAny => self.op_join_any(cpu, task),
+            Instr::Exit => {
+                self.do_exit(cpu, task);
+                false
+            }
+            Instr::Yield => {
+                self.next_op(task);
+                let fx = self.sched[cpu.index()].yield_now(&self.sh, self.now, self.idle_depth);
+                self.apply_returning(cpu, task, fx)
+            }
+            Instr::LoopStart { .. } | Instr::LoopEnd { .. } => unreachable!("stepped, not run"),
+        }
+    }
+
+    fn op_run(&mut self, cpu: CpuId, task: TaskId, ns: u64) -> bool {
+        let st = self.task(task);
+        if st.op_started {
+            return self.done(task);
+        }
+        st.op_started = true;
+        st.pending_work = 0;
+        self.charge(cpu, task, ns)
+    }
+
+    fn op_call(&mut self, cpu: CpuId, task: TaskId, op: Instr, port: PortId, bytes: u64) -> bool {
+        if !self.task(task).op_started {
+            self.task(task).reply = None;
+        }
+        if let Some(r) = self.syscall_first(cpu, task, self.cost.syscall_ns, op) {
+            return r;
+        }
+        let st = self.task(task);
+        if st.waiting == Waiting::No && st.reply.is_none() {
+            // The syscall is done: post the request, wake a server.
+            if let Some(s) = self.objects.ports[port.index()].request(task, bytes, cpu) {
+                self.wake_sync(cpu, s);
+            }
+            return self.wait(cpu, task);
+        }
+        match self.task(task).reply.take() {
+            Some((b, from)) => {
+                self.next_op(task);
+                let ns = self.cost.handoff_ns(self.level(from, cpu), b);
+                self.charge(cpu, task, ns)
+            }
+            None => self.wait(cpu, task),
+        }
+    }
+
+    fn op_serve(&mut self, cpu: CpuId, task: TaskId, port: PortId) -> bool {
+        match self.objects.ports[port.index()].serve(task) {
+            Some((client, b, from)) => {
+                self.task(task).serving = Some(client);
+                self.next_op(task);
+                let ns = self.cost.handoff_ns(self.level(from, cpu), b);
+                self.charge(cpu, task, ns)
+            }
+            None => self.wait(cpu, task),
+        }
+    }
+
+    fn op_reply(&mut self, cpu: CpuId, task: TaskId, op: Instr, bytes: u64) -> bool {
+        if let Some(r) = self.syscall_first(cpu, task, self.cost.syscall_ns, op) {
+            return r;
+        }
+        if let Some(client) = self.task(task).serving.take() {
+            if let Some(c) = self.tasks.get_mut(&client) {
+                c.reply = Some((bytes, cpu));
+            }
+            self.wake_sync(cpu, client);
+        }
+        self.done(task)
+    }
+
+    fn op_pipe_write(
+        &mut self,
+        cpu: CpuId,
+        task: TaskId,
+        op: Instr,
+        p: PipeId,
+        bytes: u64,
+    ) -> bool {
+        if !self.objects.pipes[p.index()].room(task, bytes, self.pipe_capacity) {
+            return self.wait(cpu, task);
+        }
+        // Copying in: the syscall and the bytes at local speed.
+        let w = self.cost.syscall_ns + self.cost.handoff_ns(Level::Same, bytes);
+        if let Some(r) = self.syscall_first(cpu, task, w, op) {
+            return r;
+        }
+        if let Some(r) = self.objects.pipes[p.index()].write(task, bytes, cpu) {
+            self.wake_sync(cpu, r);
+        }
+        self.done(task)
+    }
+
+    fn op_pipe_read(&mut self, cpu: CpuId, task: TaskId, p: PipeId, bytes: u64) -> bool {
+        let PipeStep::Done { wake, from } = self.objects.pipes[p.index()].read(task, bytes) else {
+            return self.wait(cpu, task);
+        };
+        if let Some(w) = wake {
+            self.wake_sync(cpu, w);
+        }
+        self.next_op(task);
+        let l = self.level(from.unwrap_or(cpu), cpu);
+        let ns = self.cost.syscall_ns + self.cost.handoff_ns(l, bytes);
+        self.charge(cpu, task, ns)
+    }
+
+    fn op_futex_wait(&mut self, cpu: CpuId, task: TaskId, f: FutexId) -> bool {
+        let seen = *self.task(task).futex_seen.entry(f).or_insert(0);
+        match self.objects.futexes[f.index()].wait(task, seen) {
+            Some(seq) => {
+                self.task(task).futex_seen.insert(f, seq);
+                self.done(task)
+            }
+            None => self.wait(cpu, task),
+        }
+    }
+
+    fn op_futex_wake(&mut self, cpu: CpuId, task: TaskId, op: Instr, f: FutexId, n: u32) -> bool {
+        if let Some(r) = self.syscall_first(cpu, task, self.cost.syscall_ns, op) {
+            return r;
+        }
+        let seq = self.objects.futexes[f.index()].bump();
+        self.task(task).futex_seen.insert(f, seq);
+        for _ in 0..n {
+            let Some(w) = self.objects.futexes[f.index()].next_waiter() else {
+                break;
+            };
+            self.wake(cpu, w);
+        }
+        self.done(task)
+    }
+
+    fn op_sleep(&mut self, cpu: CpuId, task: TaskId, ns: u64) -> bool {
+        let st = self.task(task);
+        if st.op_started {
+            return self.done(task);
+        }
+        st.op_started = true;
+        let c = &mut self.sched[cpu.index()];
+        let fx = c.sleep_until(&self.sh, self.now + ns, self.now, self.idle_depth);
+        if self.apply_returning(cpu, task, fx) {
+            return self.done(task);
+        }
+        false
+    }
+
+    fn op_io(&mut self, cpu: CpuId, task: TaskId, ns: u64) -> bool {
+        let st = self.task(task);
+        if st.io_done {
+            st.io_done = false;
+            return self.done(task);
+        }
+        if !st.io_pending {
+            st.io_pending = true;
+            let at = self.now + self.cost.syscall_ns + ns;
+            self.push(at, Ev::DiskDone { task });
+        }
+        self.wait(cpu, task)
+    }
+
+    fn op_spawn(&mut self, cpu: CpuId, task: TaskId, op: Instr, prog: ProgId) -> bool {
+        if let Some(r) = self.syscall_first(cpu, task, self.cost.spawn_ns, op) {
+            return r;
+        }
+        let (pname, code) = self.code.programs[prog.0 as usize].clone();
+        let st = self.task(task);
+        let (spec, ws) = (st.spec, st.working_set);
+        let name = format!("{}.{pname}", st.name);
+        let s = self.sched[cpu.index()]
+            .spawn(&self.sh, spec, self.now)
+            .expect("spawn");
+        let (child, fx) = (s.task, s.effects);
+        self.add_task(child, &name, code, ws, spec);
+        self.task(child).parent = Some(task);
+        self.task(task).children.push(child);
+        self.apply(cpu, fx);
+        self.done(task)
+    }
+
+    fn op_join(&mut self, cpu: CpuId, task: TaskId) -> bool {
+        let Some(&child) = self.task(task).children.first() else {
+            return self.done(task);
+        };
+        if self.sh.task_word(child).state == TaskState::Dead {
+            let st = self.task(task);
+            st.children.remove(0);
+            st.zombies.retain(|&z| z != child);
+            return self.done(task);
+        }
+        let fx = self.sched[cpu.index()].join(&self.sh, child, self.now, self.idle_depth);
+        self.apply_returning(cpu, task, fx)
+    }
+
+    fn op_join_any(&mut self, cpu: CpuId, task: TaskId) -> bool {
+        let st = self.task(task);
+        if let Some(z) = st.zombies.pop() {
+            st.children.retain(|&c| c != z);
+            return self.done(task);
+        }
+        if st.children.is_empty() {
+            return self.done(task);
+        }
+        self.wait(cpu, task)
+    }
+
+    pub(super) fn do_exit(&mut self, cpu: CpuId, task: TaskId) {
+        if let Some(st) = self.tasks.get_mut(&task) {
+            if st.exited {
+                return;
+            }
+            st.exited = true;
+            let name = st.name.clone();
+            self.rec.out.tasks.entry(name).or_default().exited_at = Some(self.now);
+        }
+        self.live -= 1;
+        // Its parent hears of the exit (a `join_any` waits for that): as
+        // Linux's exit does, after the thread has begun leaving, so the wake
+        // names no waker.
+        let parent = self.tasks.get(&task).and_then(|t| t.parent);
+        if let Some(p) = parent.filter(|p| self.tasks.get(p).is_some_and(|t| !t.exited)) {
+            self.sched[cpu.index()].begin_leaving();
+            self.task(p).zombies.push(task);
+            self.wake(cpu, p);
+        }
+        let fx = self.sched[cpu.index()].exit(&self.sh, self.now, self.idle_depth);
+        self.hw[cpu.index()].current = None;
+        self.apply(cpu, fx);
+    }
+}

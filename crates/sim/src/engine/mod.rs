@@ -1,0 +1,564 @@
+//! The engine: one thread, virtual nanoseconds, an ordered event queue, and
+//! the scheduler's own entry points on every CPU.
+//!
+//! ## Time and order
+//!
+//! Events are ordered by `(time, tie, seq)`: `tie` is drawn from the run's
+//! seeded RNG (so sweeping seeds explores the orderings of simultaneous
+//! events), or 0 in fixed-order mode; `seq` is insertion order. Nothing
+//! reads a wall clock; all maps are ordered. Several simulations may run in
+//! one process.
+//!
+//! ## The machine
+//!
+//! A CPU runs one *segment* of work at a time: a task's compute, a context
+//! switch, a thread's block path. A segment's speed is fixed when it
+//! starts: `smt_slowdown` slower if an SMT sibling is busy at that moment.
+//! A kick becomes a `Kick` event after the IPI latency (awake CPU) or the
+//! wake-from-idle latency of the depth it sleeps at; the CPU then runs its
+//! scheduler pass (`pass_ns`). A move therefore costs two wakes in series:
+//! the home CPU's wake, which handles the message and decides, then the
+//! target's.
+//!
+//! ## Costs charged to tasks
+//!
+//! * a message consumed (request, reply, pipe data): `handoff_ns(level,
+//!   bytes)` between the CPU it was written on and the reader's;
+//! * the first run on a CPU other than its last: `refill_ns(level,
+//!   working_set)`;
+//! * switching to another task: `context_switch_ns`;
+//! * blocking: `block_ns` of compute before the scheduler's `block`, so a
+//!   wake in that window is a flag and the park returns at once.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use schedlab_sched::{
+    Config, CpuSched, Effects, KickKind, Policy, Shared, Switch, TaskId, TaskSpec, TaskState, Trace,
+};
+use schedlab_topology::{CpuId, CpuSet, Topology};
+
+use crate::cost::CostModel;
+use crate::events::PrevState;
+use crate::objects::Objects;
+use crate::outcome::Recorder;
+pub use crate::outcome::{Outcome, TaskOutcome};
+use crate::policy::PolicyRef;
+use crate::program::Op;
+
+mod interp;
+mod machine;
+
+use interp::{Code, Instr, SimTask};
+use machine::{HwCpu, SegKind};
+
+/// A task the simulation starts with.
+#[derive(Clone, Debug)]
+pub struct TaskDef {
+    pub name: String,
+    pub spec: TaskSpec,
+    /// Where it starts (it may move later if its mask allows).
+    pub start_cpu: CpuId,
+    pub program: Vec<Op>,
+    /// Bytes it re-reads after a migration.
+    pub working_set: u64,
+    /// It starts on a CPU of this set drawn from the run's seed, not on
+    /// `start_cpu`: where earlier work left a benchmark's thread, a property
+    /// of the boot.
+    pub start_in: Option<CpuSet>,
+}
+
+/// Everything a simulation is built from.
+#[derive(Clone, Debug)]
+pub struct SimSpec {
+    pub topology: Topology,
+    pub config: Config,
+    /// The placement policy every CPU runs.
+    pub policy: PolicyRef,
+    pub cost: CostModel,
+    /// The idle depth a CPU sleeps at.
+    pub idle_depth: u8,
+    /// Programs `spawn` may start, by name.
+    pub programs: BTreeMap<String, Vec<Op>>,
+    pub tasks: Vec<TaskDef>,
+    /// The run stops here, or when every task has exited.
+    pub run_ns: u64,
+    /// The CPU whose interrupt completes disk requests.
+    pub disk_irq_cpu: CpuId,
+    pub pipe_capacity: u64,
+    /// Check the scheduler's invariants after every event.
+    pub check_invariants: bool,
+    /// Keep every event as text, to find where two runs diverge.
+    pub keep_log: bool,
+    /// Keep the event log ([`Event`]) the trace outputs are made from.
+    pub keep_events: bool,
+    /// Ties among simultaneous events in insertion order, not by the RNG.
+    pub fixed_order: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A kick arrives: the CPU runs its pass.
+    Kick {
+        cpu: CpuId,
+    },
+    /// A segment of work ends.
+    SegDone {
+        cpu: CpuId,
+        token: u64,
+    },
+    Tick {
+        cpu: CpuId,
+        token: u64,
+    },
+    /// A scheduler deadline is due.
+    Timer {
+        cpu: CpuId,
+    },
+    /// A disk request completes.
+    DiskDone {
+        task: TaskId,
+    },
+}
+
+/// One simulation of a machine whose CPUs run the policy `P`.
+pub struct Engine<P: Policy> {
+    sh: Shared<P::TaskState>,
+    sched: Vec<CpuSched<P>>,
+    hw: Vec<HwCpu>,
+    /// Each CPU's tick phase within a tick period.
+    tick_phase: Vec<u64>,
+    /// Each CPU's SMT siblings, itself excluded.
+    siblings: Vec<Vec<CpuId>>,
+    /// Per SMT core, the task that last ran on it.
+    core_last: Vec<Option<TaskId>>,
+    tasks: BTreeMap<TaskId, SimTask>,
+    names: BTreeMap<String, usize>,
+    objects: Objects,
+    /// The spawnable programs, compiled, and the metric names.
+    code: Code,
+    /// Laps and counts by metric id (`None`: none recorded).
+    laps: Vec<Option<Vec<u64>>>,
+    counts: Vec<Option<u64>>,
+    queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u64, Ev)>>,
+    seq: u64,
+    /// Tie-breaks among simultaneous events.
+    rng: ChaCha8Rng,
+    /// Programs' own randomness (`RandomSleep`): a second stream of the
+    /// same seed, so a program's draws do not shift the tie-breaks.
+    prog_rng: ChaCha8Rng,
+    /// The machine's jitter: a third stream.
+    hw_rng: ChaCha8Rng,
+    now: u64,
+    cost: CostModel,
+    idle_depth: u8,
+    run_ns: u64,
+    disk_irq_cpu: CpuId,
+    pipe_capacity: u64,
+    check: bool,
+    fixed_order: bool,
+    rec: Recorder,
+    live: usize,
+}
+
+impl<P: Policy> Engine<P> {
+    /// Builds a simulation running `policy`; its RNG tree is rooted at
+    /// `seed`. (`Sim::new` runs the policy `spec` names.)
+    pub fn new(spec: &SimSpec, seed: u64, policy: P) -> Engine<P> {
+        let n = spec.topology.num_cpus();
+        let max_tasks = spec.tasks.len() + 4096;
+        let sh = Shared::new(spec.topology.clone(), spec.config, max_tasks);
+        let sched = CpuSched::for_machine(&sh, policy);
+        let hw = (0..n).map(|_| HwCpu::default()).collect();
+        let mut objects = Objects::default();
+        let code = Code::new(&spec.programs, &mut objects);
+        let mut sim = Engine {
+            sh,
+            sched,
+            hw,
+            core_last: vec![None; spec.topology.cores().len()],
+            tick_phase: vec![0; n],
+            siblings: spec
+                .topology
+                .cpu_ids()
+                .map(|c| {
+                    spec.topology
+                        .core_cpus(c)
+                        .iter()
+                        .filter(|&s| s != c)
+                        .collect()
+                })
+                .collect(),
+            tasks: BTreeMap::new(),
+            names: BTreeMap::new(),
+            objects,
+            code,
+            laps: Vec::new(),
+            counts: Vec::new(),
+            queue: std::collections::BinaryHeap::new(),
+            seq: 0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            prog_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(1);
+                r
+            },
+            hw_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(2);
+                r
+            },
+            now: 0,
+            cost: spec.cost,
+            idle_depth: spec.idle_depth,
+            run_ns: spec.run_ns,
+            disk_irq_cpu: spec.disk_irq_cpu,
+            pipe_capacity: spec.pipe_capacity,
+            check: spec.check_invariants,
+            fixed_order: spec.fixed_order,
+            rec: Recorder::new(seed, &spec.topology, spec.keep_log, spec.keep_events),
+            live: 0,
+        };
+        if sim.cost.tick_skew {
+            let tick = sim.sh.config().fair.tick_ns.max(1);
+            for p in sim.tick_phase.iter_mut() {
+                *p = sim.hw_rng.next_u64() % tick;
+            }
+        }
+        // Every CPU starts idle: one pass each.
+        for c in 0..n {
+            let fx = sim.sched[c].pass(&sim.sh, 0, sim.idle_depth);
+            sim.apply(CpuId::new(c), fx);
+        }
+        // Where `start_in` tasks begin: a fourth stream of the seed.
+        let mut boot = ChaCha8Rng::seed_from_u64(seed);
+        boot.set_stream(3);
+        for def in &spec.tasks {
+            let mut def = def.clone();
+            if let Some(set) = def.start_in {
+                let cpus: Vec<CpuId> = set.iter().collect();
+                if !cpus.is_empty() {
+                    def.start_cpu = cpus[(boot.next_u64() % cpus.len() as u64) as usize];
+                }
+            }
+            sim.start_task(&def);
+        }
+        // Every program is compiled: every metric is known.
+        let m = sim.code.metrics.len();
+        sim.laps.resize(m, None);
+        sim.counts.resize(m, None);
+        sim
+    }
+
+    /// Starts a task on its start CPU, then widens its mask to its own.
+    fn start_task(&mut self, def: &TaskDef) {
+        let c = def.start_cpu;
+        let mut spec = def.spec;
+        let mask = spec.mask.unwrap_or(*self.sh.topology().cpus());
+        spec.mask = Some(CpuSet::single(c));
+        let s = self.sched[c.index()]
+            .spawn(&self.sh, spec, self.now)
+            .expect("start a task");
+        let (id, fx) = (s.task, s.effects);
+        self.apply(c, fx);
+        if mask != CpuSet::single(c) {
+            let fx = self.sched[c.index()].set_mask(&self.sh, id, mask, self.now);
+            self.apply(c, fx);
+        }
+        let code = self.code.compile(&def.program, &mut self.objects);
+        let mut real = def.spec;
+        real.mask = Some(mask);
+        self.add_task(id, &def.name, code, def.working_set, real);
+    }
+
+    fn add_task(
+        &mut self,
+        id: TaskId,
+        name: &str,
+        code: Rc<[Instr]>,
+        working_set: u64,
+        spec: TaskSpec,
+    ) {
+        let k = self.names.entry(name.to_string()).or_insert(0);
+        let name = if *k == 0 {
+            name.to_string()
+        } else {
+            format!("{name}#{k}")
+        };
+        *self.names.get_mut(name.split('#').next().unwrap()).unwrap() += 1;
+        self.rec.out.task_names.insert(id.0, name.clone());
+        self.tasks
+            .insert(id, SimTask::new(name, code, working_set, spec));
+        self.live += 1;
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        let tie = if self.fixed_order {
+            0
+        } else {
+            self.rng.next_u64()
+        };
+        self.seq += 1;
+        self.queue.push(std::cmp::Reverse((at, tie, self.seq, ev)));
+    }
+
+    fn record(&mut self, text: impl FnOnce() -> String, bytes: &[u8]) {
+        self.rec.record(self.now, text, bytes);
+    }
+
+    /// Runs to the end; returns what it measured.
+    pub fn run(mut self) -> Outcome {
+        while let Some(std::cmp::Reverse((at, _, _, ev))) = self.queue.pop() {
+            if at > self.run_ns || self.live == 0 {
+                break;
+            }
+            self.now = at;
+            self.rec.events += 1;
+            self.event(ev);
+            if self.check {
+                if let Err(e) = schedlab_sched::invariants::check(&self.sh, &self.sched) {
+                    panic!(
+                        "invariant broken at t={} after {ev:?}: {e} (seed {})",
+                        self.now, self.rec.out.seed
+                    );
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn finish(mut self) -> Outcome {
+        let end = self.now.min(self.run_ns);
+        let mut c = schedlab_sched::Counters::default();
+        for s in &self.sched {
+            c.add(s.counters());
+            self.rec.out.cpu_counters.push(*s.counters());
+        }
+        for (name, v) in c.named() {
+            self.rec.out.counters.insert(name.to_string(), v);
+        }
+        for (id, t) in &self.tasks {
+            let o = self.rec.out.tasks.entry(t.name.clone()).or_default();
+            o.migrations = t.migrations;
+            o.cpu_ns = t.cpu_ns;
+            o.final_cpu = self
+                .sched
+                .iter()
+                .find(|s| s.task(&self.sh, *id).is_some())
+                .map(|s| s.id())
+                .or(t.last_cpu);
+        }
+        self.rec.out.busy_ns = self.hw.iter().map(|h| h.busy_ns).collect();
+        for (i, name) in self.code.metrics.iter().enumerate() {
+            if let Some(v) = self.laps[i].take() {
+                self.rec.out.laps.insert(name.clone(), v);
+            }
+            if let Some(c) = self.counts[i] {
+                self.rec.out.counts.insert(name.clone(), c);
+            }
+        }
+        self.rec.finish(end)
+    }
+
+    fn event(&mut self, ev: Ev) {
+        match ev {
+            Ev::Kick { cpu } => {
+                self.record(
+                    || format!("kick {cpu:?}"),
+                    &[1, cpu.index() as u8, (cpu.index() >> 8) as u8],
+                );
+                self.hw[cpu.index()].kick_pending = false;
+                self.pass(cpu, true);
+            }
+            Ev::SegDone { cpu, token } => {
+                if self.hw[cpu.index()].token != token {
+                    return;
+                }
+                let seg = self.hw[cpu.index()].seg.take().expect("a live segment");
+                self.record(
+                    || format!("seg {cpu:?} {:?} {:?}", seg.kind, seg.task),
+                    &[2, cpu.index() as u8, seg.task.0 as u8],
+                );
+                self.account(cpu, &seg, seg.end);
+                match seg.kind {
+                    SegKind::Task | SegKind::Switch => self.step(cpu, seg.task),
+                    SegKind::BlockPath => self.do_block(cpu, seg.task),
+                }
+            }
+            Ev::Tick { cpu, token } => {
+                if self.hw[cpu.index()].tick_token != token
+                    || self.hw[cpu.index()].current.is_none()
+                {
+                    return;
+                }
+                self.record(|| format!("tick {cpu:?}"), &[3, cpu.index() as u8]);
+                let fx = self.sched[cpu.index()].tick(&self.sh, self.now);
+                self.apply(cpu, fx);
+                self.arm_tick(cpu);
+            }
+            Ev::Timer { cpu } => {
+                let due = self.hw[cpu.index()].timer.is_some_and(|t| t <= self.now);
+                if due {
+                    self.record(|| format!("timer {cpu:?}"), &[4, cpu.index() as u8]);
+                    self.hw[cpu.index()].timer = None;
+                    self.pass(cpu, false);
+                }
+            }
+            Ev::DiskDone { task } => {
+                let cpu = self.disk_irq_cpu;
+                self.record(|| format!("disk {task:?} on {cpu:?}"), &[5, task.0 as u8]);
+                if let Some(t) = self.tasks.get_mut(&task) {
+                    t.io_done = true;
+                    t.io_pending = false;
+                }
+                self.extend_current(cpu, self.cost.irq_ns);
+                let s = &mut self.sched[cpu.index()];
+                s.irq_enter();
+                let fx = s.wake(&self.sh, task, self.now);
+                s.irq_exit();
+                self.apply(cpu, fx);
+            }
+        }
+    }
+
+    /// The scheduler pass on `cpu`.
+    fn pass(&mut self, cpu: CpuId, charged: bool) {
+        if charged {
+            self.extend_current(cpu, self.cost.pass_ns);
+        }
+        let fx = self.sched[cpu.index()].pass(&self.sh, self.now, self.idle_depth);
+        self.apply(cpu, fx);
+    }
+
+    /// Carries out a scheduler decision for `cpu`.
+    fn apply(&mut self, cpu: CpuId, fx: Effects) {
+        for t in &fx.trace {
+            let name = match *t {
+                Trace::Place { task, .. } => self.tasks.get(&task).map(|st| st.name.as_str()),
+                _ => None,
+            };
+            let sh = &self.sh;
+            self.rec
+                .trace(self.now, cpu, t, name, |task| sh.task_word(task).owner);
+        }
+        for k in &fx.kicks {
+            self.rec.kick(self.now, cpu, k);
+            let lat = match k.kind {
+                KickKind::Ipi => self.cost.ipi_ns,
+                KickKind::WakeFromIdle { depth } => self.cost.wake_from_idle(depth),
+            };
+            let lat = self.jittered(lat);
+            self.kick_at(k.cpu, self.now + lat);
+        }
+        if let Some(t) = fx.timer {
+            if self.hw[cpu.index()].timer != Some(t) {
+                self.hw[cpu.index()].timer = Some(t);
+                let late = self.timer_late();
+                self.push(t.max(self.now) + late, Ev::Timer { cpu });
+            }
+        }
+        if let Some(sw) = fx.switch {
+            self.switch(cpu, sw);
+        }
+        if fx.resched {
+            self.kick_at(cpu, self.now);
+        }
+        if self.rec.keeps_events() {
+            let s = &self.sched[cpu.index()];
+            let len = s.current().is_some() as u32 + s.queued() as u32;
+            self.rec.run_queue(self.now, cpu, len);
+        }
+    }
+
+    fn kick_at(&mut self, cpu: CpuId, at: u64) {
+        if self.hw[cpu.index()].kick_pending && at > self.now {
+            return;
+        }
+        self.hw[cpu.index()].kick_pending = true;
+        self.push(at, Ev::Kick { cpu });
+    }
+
+    /// The scheduler says `cpu` runs `sw` now.
+    fn switch(&mut self, cpu: CpuId, sw: Switch) {
+        let c = cpu.index();
+        let next = match sw {
+            Switch::Run(t) => Some(t),
+            Switch::Idle { .. } => None,
+        };
+        let sh = &self.sh;
+        self.rec
+            .switch(self.now, cpu, next, |p| match sh.task_word(p).state {
+                TaskState::Dead => PrevState::Exited,
+                TaskState::Committing | TaskState::Parked | TaskState::Waking => PrevState::Blocked,
+                _ => PrevState::Runnable,
+            });
+        match sw {
+            Switch::Idle { .. } => {
+                if let Some(seg) = self.hw[c].seg.take() {
+                    self.preempt(cpu, seg);
+                }
+                let was = self.hw[c].current.take();
+                self.hw[c].token += 1;
+                self.hw[c].last = None;
+                if was.is_some() {
+                    // Switching to the idle task keeps the core busy a while.
+                    self.hw[c].idle_switch_until = self.now + self.cost.context_switch_ns;
+                }
+            }
+            Switch::Run(t) => {
+                if self.hw[c].current == Some(t) {
+                    // It keeps running: its segment, or whoever is stepping
+                    // its program right now, goes on.
+                    return;
+                }
+                if let Some(seg) = self.hw[c].seg.take() {
+                    self.preempt(cpu, seg);
+                }
+                self.hw[c].current = Some(t);
+                self.hw[c].token += 1;
+                self.arm_tick(cpu);
+                // Migration and switch costs come before it goes on.
+                let cost = self.switch_cost(cpu, t);
+                if cost > 0 {
+                    self.start_seg(cpu, SegKind::Switch, t, cost);
+                } else {
+                    self.step(cpu, t);
+                }
+            }
+        }
+    }
+
+    fn do_block(&mut self, cpu: CpuId, task: TaskId) {
+        let fx = self.sched[cpu.index()].block(&self.sh, self.now, self.idle_depth);
+        if self.apply_returning(cpu, task, fx) {
+            // The park returned at once: re-check the op.
+            self.hw[cpu.index()].current = Some(task);
+            self.step(cpu, task);
+        }
+    }
+
+    /// Carries out a decision of `task`'s own call that may park it
+    /// (block, sleep, join, yield); `true` when it did not: the call
+    /// returned at once and the task runs on.
+    fn apply_returning(&mut self, cpu: CpuId, task: TaskId, fx: Effects) -> bool {
+        let returned = fx.switch == Some(Switch::Run(task));
+        self.apply(cpu, fx);
+        returned
+    }
+
+    fn wake(&mut self, cpu: CpuId, target: TaskId) {
+        let fx = self.sched[cpu.index()].wake(&self.sh, target, self.now);
+        self.apply(cpu, fx);
+    }
+
+    /// A wake from a thread that blocks right after: a request or reply on
+    /// a port (a socket's `sock_def_readable()`), a pipe read or write
+    /// (`pipe_write()`/`pipe_read()`): Linux wakes these with
+    /// `wake_up_interruptible_sync_poll()`, `WF_SYNC`.
+    fn wake_sync(&mut self, cpu: CpuId, target: TaskId) {
+        let fx = self.sched[cpu.index()].wake_sync(&self.sh, target, self.now);
+        self.apply(cpu, fx);
+    }
+}
