@@ -35,7 +35,7 @@
 //!    asleep, look at the mailbox once more (see `doorbell`), and idle at the
 //!    depth the host named.
 
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
 use schedlab_topology::CpuId;
@@ -82,6 +82,9 @@ pub struct CpuSched<P: Policy> {
     pub(crate) need_resched: bool,
     irq_depth: u32,
     pub(crate) steal_pending: bool,
+    /// The mailbox's messages while a pass handles them: swapped with the
+    /// mailbox, so neither gives its capacity up.
+    mail: VecDeque<Msg<P::TaskState>>,
     last_balance: u64,
     /// The core-wide selection this CPU last ran (`rq->core_sched_seq`).
     pub(crate) sched_seq: u64,
@@ -106,6 +109,7 @@ impl<P: Policy> CpuSched<P> {
                 need_resched: false,
                 irq_depth: 0,
                 steal_pending: false,
+                mail: VecDeque::new(),
                 last_balance: 0,
                 sched_seq: 0,
                 core_sched: sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
@@ -530,9 +534,12 @@ impl<P: Policy> CpuSched<P> {
                 self.need_resched = true;
             }
             self.steal_pending = false;
-            for msg in sh.take_mail(self.id) {
+            let mut mail = core::mem::take(&mut self.mail);
+            sh.swap_mail(self.id, &mut mail);
+            for msg in mail.drain(..) {
                 self.handle(sh, msg, now, &mut fx);
             }
+            self.mail = mail;
             self.fire_deadlines(sh, now, &mut fx);
             if sh.has_mail(self.id) {
                 continue;

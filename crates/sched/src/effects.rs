@@ -1,8 +1,6 @@
 //! What entry points return: the effects the host must carry out, and the
 //! trace of what was decided and why.
 
-use alloc::vec::Vec;
-
 use schedlab_topology::CpuId;
 
 use crate::doorbell::{IdleDepth, KickKind};
@@ -165,15 +163,20 @@ pub enum Trace {
 #[must_use = "the host must carry out what the scheduler decided"]
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Effects {
-    pub kicks: Vec<Kick>,
+    pub kicks: Kicks,
     /// Set by a pass: what the CPU runs now.
     pub switch: Option<Switch>,
     /// The CPU's earliest deadline, when it has one: (re)arm its timer.
     pub timer: Option<u64>,
     /// The running task should be rescheduled: run this CPU's pass.
     pub resched: bool,
-    pub trace: Vec<Trace>,
+    pub trace: Traces,
 }
+
+/// An [`Effects`]' kicks: a few inline, more on the heap.
+pub type Kicks = smallvec::SmallVec<[Kick; 4]>;
+/// An [`Effects`]' traces: a few inline, more on the heap.
+pub type Traces = smallvec::SmallVec<[Trace; 4]>;
 
 impl Effects {
     pub fn merge(&mut self, mut other: Effects) {

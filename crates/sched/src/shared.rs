@@ -328,8 +328,16 @@ impl<S: PolicyState> Shared<S> {
         })
     }
 
+    #[cfg(feature = "testhost")]
     pub(crate) fn take_mail(&self, cpu: CpuId) -> VecDeque<Msg<S>> {
         core::mem::take(&mut *self.mailboxes[cpu.index()].lock())
+    }
+
+    /// Takes the mailbox's messages into `buf` (empty), leaving `buf`'s
+    /// storage as the mailbox.
+    pub(crate) fn swap_mail(&self, cpu: CpuId, buf: &mut VecDeque<Msg<S>>) {
+        debug_assert!(buf.is_empty());
+        core::mem::swap(&mut *self.mailboxes[cpu.index()].lock(), buf);
     }
 
     pub(crate) fn has_mail(&self, cpu: CpuId) -> bool {

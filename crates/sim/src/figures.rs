@@ -128,6 +128,31 @@ fn matches(names: &[String], task: &str) -> bool {
         })
 }
 
+/// Moves of the tasks named (all when none) for the reasons named (all
+/// when none), made before the first of `while_running` exited.
+fn moves(o: &Outcome, tasks: &[String], reasons: &[String], while_running: &[String]) -> f64 {
+    let until = while_running
+        .iter()
+        .filter_map(|n| o.tasks.get(n).and_then(|t| t.exited_at))
+        .min()
+        .unwrap_or(u64::MAX);
+    o.tasks
+        .iter()
+        .filter(|(n, _)| matches(tasks, n))
+        .flat_map(|(_, t)| t.moved_at.iter())
+        .filter(|(at, r)| {
+            *at < until && (reasons.is_empty() || reasons.iter().any(|x| x == r.name()))
+        })
+        .count() as f64
+}
+
+/// The nearest level two tasks' final CPUs share, when both have one.
+fn final_level(o: &Outcome, a: &str, b: &str) -> Option<Level> {
+    let cpu = |n: &str| o.tasks.get(n).and_then(|t| t.final_cpu);
+    let topo = o.topology.as_ref().expect("an outcome keeps its topology");
+    Some(topo.level_between(cpu(a)?, cpu(b)?))
+}
+
 impl Figure {
     pub fn compute(&self, o: &Outcome) -> f64 {
         let laps = |m: &str| o.laps.get(m).map(Vec::as_slice).unwrap_or(&[]);
@@ -147,21 +172,7 @@ impl Figure {
                 tasks,
                 reasons,
                 while_running,
-            } => {
-                let until = while_running
-                    .iter()
-                    .filter_map(|n| o.tasks.get(n).and_then(|t| t.exited_at))
-                    .min()
-                    .unwrap_or(u64::MAX);
-                o.tasks
-                    .iter()
-                    .filter(|(n, _)| matches(tasks, n))
-                    .flat_map(|(_, t)| t.moved_at.iter())
-                    .filter(|(at, r)| {
-                        *at < until && (reasons.is_empty() || reasons.iter().any(|x| x == r.name()))
-                    })
-                    .count() as f64
-            }
+            } => moves(o, tasks, reasons, while_running),
             Figure::Migrations { tasks } => {
                 o.tasks
                     .iter()
@@ -171,22 +182,10 @@ impl Figure {
                     + 0.0
             }
             Figure::SameAt { a, b, level } => {
-                let (Some(ca), Some(cb)) = (
-                    o.tasks.get(a).and_then(|t| t.final_cpu),
-                    o.tasks.get(b).and_then(|t| t.final_cpu),
-                ) else {
-                    return 0.0;
-                };
-                (topo.level_between(ca, cb) <= level.level()) as u8 as f64
+                final_level(o, a, b).map_or(0.0, |l| (l <= level.level()) as u8 as f64)
             }
             Figure::TwoCoresOneLlc { a, b } => {
-                let (Some(ca), Some(cb)) = (
-                    o.tasks.get(a).and_then(|t| t.final_cpu),
-                    o.tasks.get(b).and_then(|t| t.final_cpu),
-                ) else {
-                    return 0.0;
-                };
-                (topo.level_between(ca, cb) == Level::Llc) as u8 as f64
+                final_level(o, a, b).map_or(0.0, |l| (l == Level::Llc) as u8 as f64)
             }
             Figure::PerNs { metric } => {
                 o.counts.get(metric).copied().unwrap_or(0) as f64 / o.end_ns.max(1) as f64

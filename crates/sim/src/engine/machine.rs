@@ -6,7 +6,7 @@
 
 use rand::RngCore;
 use schedlab_sched::{Policy, TaskId};
-use schedlab_topology::{CpuId, Level};
+use schedlab_topology::{CpuId, Level, Topology};
 
 use super::{Engine, Ev};
 
@@ -38,6 +38,8 @@ pub(crate) struct HwCpu {
     pub seg: Option<Segment>,
     pub token: u64,
     pub tick_token: u64,
+    /// A tick event is on its way (one per CPU at a time).
+    pub tick_armed: bool,
     /// The task that last ran here, for context-switch cost.
     pub last: Option<TaskId>,
     /// A kick event is on its way.
@@ -46,6 +48,13 @@ pub(crate) struct HwCpu {
     pub busy_ns: u64,
     /// Until then the CPU is still switching to idle (busy for its sibling).
     pub idle_switch_until: u64,
+}
+
+/// Each CPU's SMT siblings, itself excluded.
+pub(crate) fn siblings(topo: &Topology) -> Vec<Vec<CpuId>> {
+    topo.cpu_ids()
+        .map(|c| topo.core_cpus(c).iter().filter(|&s| s != c).collect())
+        .collect()
 }
 
 /// Wall time of `work` solo ns started at `now` on a CPU whose siblings
@@ -144,7 +153,12 @@ impl<P: Policy> Engine<P> {
         self.push(self.now + wall, Ev::SegDone { cpu, token });
     }
 
+    /// Arms the CPU's next tick on its grid, unless one is on its way
+    /// (a switch keeps the pending one: it is on the same grid).
     pub(super) fn arm_tick(&mut self, cpu: CpuId) {
+        if self.hw[cpu.index()].tick_armed {
+            return;
+        }
         let tick = self.sh.config().fair.tick_ns;
         let next = next_tick(self.now, tick, self.tick_phase[cpu.index()]);
         // Late against its grid, never drifting: the next one is armed on
@@ -152,6 +166,7 @@ impl<P: Policy> Engine<P> {
         let next = next + self.timer_late();
         let h = &mut self.hw[cpu.index()];
         h.tick_token += 1;
+        h.tick_armed = true;
         let token = h.tick_token;
         self.push(next, Ev::Tick { cpu, token });
     }

@@ -3,11 +3,39 @@
 //!
 //! ## Time and order
 //!
-//! Events are ordered by `(time, tie, seq)`: `tie` is drawn from the run's
-//! seeded RNG (so sweeping seeds explores the orderings of simultaneous
-//! events), or 0 in fixed-order mode; `seq` is insertion order. Nothing
+//! Events are ordered by `(time, tie, seq)`: `tie` (24 bits) is drawn from
+//! the run's seeded RNG (so sweeping seeds explores the orderings of
+//! simultaneous events), or 0 in fixed-order mode; `seq` is insertion
+//! order. Nothing
 //! reads a wall clock; all maps are ordered. Several simulations may run in
 //! one process.
+//!
+//! ## One host loop
+//!
+//! [`Engine::run`] pops one event at a time and handles it to the end
+//! before the next: a kick runs the CPU's pass, a segment's end steps its
+//! task's program (or calls `block` after a block path), a tick calls
+//! `tick`, a timer runs the pass, a disk completion wakes from an
+//! interrupt, a `Step` goes on with a program.
+//!
+//! **The rule: carrying out effects never runs a program.** What the
+//! scheduler returns ([`Effects`]) is applied by `apply`, which only
+//! records and queues; a program step that follows a switch (or a park
+//! that returned at once) is an event of its own, `Step`, at the same
+//! time. So no chain of wakes deepens the stack, and every program step
+//! is one event. A program may make several calls into the scheduler in
+//! one step (a futex wake of N waiters is N wakes), each applied in turn.
+//!
+//! `apply` carries out one call's effects in this order:
+//!
+//! 1. its traces, into the hash and the logs ([`Recorder`]);
+//! 2. its kicks, each a `Kick` event after the IPI or wake-from-idle
+//!    latency (one pending kick per CPU);
+//! 3. its timer, a `Timer` event at the deadline (plus timer lateness);
+//! 4. its switch: the segment cut short is accounted; the next task's
+//!    switch costs start as a segment, or a `Step` is queued now;
+//! 5. its reschedule request, a `Kick` of this CPU now;
+//! 6. the run-queue length, into the event log.
 //!
 //! ## The machine
 //!
@@ -48,10 +76,12 @@ pub use crate::outcome::{Outcome, TaskOutcome};
 use crate::policy::PolicyRef;
 use crate::program::Op;
 
+mod code;
 mod interp;
 mod machine;
 
-use interp::{Code, Instr, SimTask};
+use code::{Code, Instr};
+use interp::{SimTask, Tasks};
 use machine::{HwCpu, SegKind};
 
 /// A task the simulation starts with.
@@ -117,11 +147,29 @@ enum Ev {
     Timer {
         cpu: CpuId,
     },
+    /// The program of what the CPU runs goes on (after a switch that cost
+    /// nothing, or a park that returned at once), unless the CPU has moved
+    /// on since (`token`).
+    Step {
+        cpu: CpuId,
+        token: u64,
+    },
     /// A disk request completes.
     DiskDone {
         task: TaskId,
     },
 }
+
+/// Stream `n` of the run's seed: the RNG tree's branches (0 tie-breaks,
+/// 1 programs, 2 the machine's jitter, 3 where tasks boot).
+fn stream(seed: u64, n: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    r.set_stream(n);
+    r
+}
+
+/// Bits of an event's order key that count insertions (2^40 events).
+const SEQ_BITS: u32 = 40;
 
 /// One simulation of a machine whose CPUs run the policy `P`.
 pub struct Engine<P: Policy> {
@@ -134,7 +182,7 @@ pub struct Engine<P: Policy> {
     siblings: Vec<Vec<CpuId>>,
     /// Per SMT core, the task that last ran on it.
     core_last: Vec<Option<TaskId>>,
-    tasks: BTreeMap<TaskId, SimTask>,
+    tasks: Tasks,
     names: BTreeMap<String, usize>,
     objects: Objects,
     /// The spawnable programs, compiled, and the metric names.
@@ -142,7 +190,8 @@ pub struct Engine<P: Policy> {
     /// Laps and counts by metric id (`None`: none recorded).
     laps: Vec<Option<Vec<u64>>>,
     counts: Vec<Option<u64>>,
-    queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u64, Ev)>>,
+    /// Events by (time, order key): see [`Engine::push`].
+    queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, Ev)>>,
     seq: u64,
     /// Tie-breaks among simultaneous events.
     rng: ChaCha8Rng,
@@ -180,18 +229,8 @@ impl<P: Policy> Engine<P> {
             hw,
             core_last: vec![None; spec.topology.cores().len()],
             tick_phase: vec![0; n],
-            siblings: spec
-                .topology
-                .cpu_ids()
-                .map(|c| {
-                    spec.topology
-                        .core_cpus(c)
-                        .iter()
-                        .filter(|&s| s != c)
-                        .collect()
-                })
-                .collect(),
-            tasks: BTreeMap::new(),
+            siblings: machine::siblings(&spec.topology),
+            tasks: Tasks::default(),
             names: BTreeMap::new(),
             objects,
             code,
@@ -200,16 +239,8 @@ impl<P: Policy> Engine<P> {
             queue: std::collections::BinaryHeap::new(),
             seq: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            prog_rng: {
-                let mut r = ChaCha8Rng::seed_from_u64(seed);
-                r.set_stream(1);
-                r
-            },
-            hw_rng: {
-                let mut r = ChaCha8Rng::seed_from_u64(seed);
-                r.set_stream(2);
-                r
-            },
+            prog_rng: stream(seed, 1),
+            hw_rng: stream(seed, 2),
             now: 0,
             cost: spec.cost,
             idle_depth: spec.idle_depth,
@@ -233,8 +264,7 @@ impl<P: Policy> Engine<P> {
             sim.apply(CpuId::new(c), fx);
         }
         // Where `start_in` tasks begin: a fourth stream of the seed.
-        let mut boot = ChaCha8Rng::seed_from_u64(seed);
-        boot.set_stream(3);
+        let mut boot = stream(seed, 3);
         for def in &spec.tasks {
             let mut def = def.clone();
             if let Some(set) = def.start_in {
@@ -294,14 +324,18 @@ impl<P: Policy> Engine<P> {
         self.live += 1;
     }
 
+    /// Queues `ev` at `at`. Among events of one time the order key
+    /// decides: its top 24 bits drawn from the run's RNG (0 in fixed-order
+    /// mode), its low 40 the insertion count, so no two keys are equal.
     fn push(&mut self, at: u64, ev: Ev) {
         let tie = if self.fixed_order {
             0
         } else {
-            self.rng.next_u64()
+            self.rng.next_u32() as u64 >> 8
         };
         self.seq += 1;
-        self.queue.push(std::cmp::Reverse((at, tie, self.seq, ev)));
+        let key = tie << SEQ_BITS | (self.seq & ((1 << SEQ_BITS) - 1));
+        self.queue.push(std::cmp::Reverse((at, key, ev)));
     }
 
     fn record(&mut self, text: impl FnOnce() -> String, bytes: &[u8]) {
@@ -310,7 +344,7 @@ impl<P: Policy> Engine<P> {
 
     /// Runs to the end; returns what it measured.
     pub fn run(mut self) -> Outcome {
-        while let Some(std::cmp::Reverse((at, _, _, ev))) = self.queue.pop() {
+        while let Some(std::cmp::Reverse((at, _, ev))) = self.queue.pop() {
             if at > self.run_ns || self.live == 0 {
                 break;
             }
@@ -339,16 +373,22 @@ impl<P: Policy> Engine<P> {
         for (name, v) in c.named() {
             self.rec.out.counters.insert(name.to_string(), v);
         }
-        for (id, t) in &self.tasks {
+        for (id, t) in self.tasks.iter() {
             let o = self.rec.out.tasks.entry(t.name.clone()).or_default();
             o.migrations = t.migrations;
             o.cpu_ns = t.cpu_ns;
-            o.final_cpu = self
-                .sched
-                .iter()
-                .find(|s| s.task(&self.sh, *id).is_some())
-                .map(|s| s.id())
-                .or(t.last_cpu);
+            // The CPU that holds it (its owner, asked first; an exited
+            // task is held nowhere), else where it last ran.
+            let word = self.sh.task_word(id);
+            let holds = |s: &CpuSched<P>| s.task(&self.sh, id).is_some();
+            o.final_cpu = if word.state == TaskState::Dead {
+                None
+            } else if holds(&self.sched[word.owner.index()]) {
+                Some(word.owner)
+            } else {
+                self.sched.iter().find(|s| holds(s)).map(|s| s.id())
+            }
+            .or(t.last_cpu);
         }
         self.rec.out.busy_ns = self.hw.iter().map(|h| h.busy_ns).collect();
         for (i, name) in self.code.metrics.iter().enumerate() {
@@ -387,10 +427,25 @@ impl<P: Policy> Engine<P> {
                     SegKind::BlockPath => self.do_block(cpu, seg.task),
                 }
             }
+            Ev::Step { cpu, token } => {
+                let h = &self.hw[cpu.index()];
+                let Some(task) = h.current.filter(|_| h.token == token && h.seg.is_none()) else {
+                    return;
+                };
+                self.record(
+                    || format!("step {cpu:?} {task:?}"),
+                    &[6, cpu.index() as u8, task.0 as u8],
+                );
+                self.step(cpu, task);
+            }
             Ev::Tick { cpu, token } => {
-                if self.hw[cpu.index()].tick_token != token
-                    || self.hw[cpu.index()].current.is_none()
-                {
+                let h = &mut self.hw[cpu.index()];
+                if h.tick_token != token {
+                    return;
+                }
+                h.tick_armed = false;
+                if h.current.is_none() {
+                    // Idle: no tick (the next switch to a task arms one).
                     return;
                 }
                 self.record(|| format!("tick {cpu:?}"), &[3, cpu.index() as u8]);
@@ -524,7 +579,7 @@ impl<P: Policy> Engine<P> {
                 if cost > 0 {
                     self.start_seg(cpu, SegKind::Switch, t, cost);
                 } else {
-                    self.step(cpu, t);
+                    self.step_later(cpu);
                 }
             }
         }
@@ -535,8 +590,15 @@ impl<P: Policy> Engine<P> {
         if self.apply_returning(cpu, task, fx) {
             // The park returned at once: re-check the op.
             self.hw[cpu.index()].current = Some(task);
-            self.step(cpu, task);
+            self.step_later(cpu);
         }
+    }
+
+    /// The program of what `cpu` runs goes on, as an event of its own now:
+    /// carrying out effects never runs a program.
+    fn step_later(&mut self, cpu: CpuId) {
+        let token = self.hw[cpu.index()].token;
+        self.push(self.now, Ev::Step { cpu, token });
     }
 
     /// Carries out a decision of `task`'s own call that may park it

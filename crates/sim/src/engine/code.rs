@@ -1,0 +1,189 @@
+//! Programs compiled once, when the simulation is built: loops become
+//! counted jumps, and every name (port, pipe, futex, lock, spawned
+//! program, metric) becomes a typed id.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use crate::objects::{FutexId, LockId, Objects, PipeId, PortId};
+use crate::program::Op;
+
+/// A spawnable program, by its index among the spec's programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProgId(pub u32);
+
+/// A lap or count metric, by its index among the run's metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MetricId(pub u32);
+
+/// One compiled instruction: an op with its names resolved, or a loop's
+/// jump.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Instr {
+    Run(u64),
+    Call {
+        port: PortId,
+        bytes: u64,
+    },
+    Serve(PortId),
+    Reply {
+        bytes: u64,
+    },
+    PipeWrite {
+        pipe: PipeId,
+        bytes: u64,
+    },
+    PipeRead {
+        pipe: PipeId,
+        bytes: u64,
+    },
+    FutexWait(FutexId),
+    FutexWake {
+        futex: FutexId,
+        n: u32,
+    },
+    Lock(LockId),
+    Unlock(LockId),
+    Sleep(u64),
+    RandomSleep {
+        min: u64,
+        max: u64,
+    },
+    ExpSleep {
+        mean: u64,
+    },
+    Io(u64),
+    Spawn(ProgId),
+    Join,
+    JoinAny,
+    Exit,
+    Yield,
+    Leave,
+    Lap(MetricId),
+    LapStart(MetricId),
+    Count {
+        metric: MetricId,
+        n: u64,
+    },
+    /// Start of a loop running `n` times; its end is at `end`.
+    LoopStart {
+        n: u64,
+        end: usize,
+    },
+    /// End of a loop whose start is at `start`.
+    LoopEnd {
+        start: usize,
+    },
+}
+
+/// Every program of a run, compiled, and the names behind the ids.
+#[derive(Debug, Default)]
+pub(crate) struct Code {
+    /// Spawnable programs by [`ProgId`]: (name, code).
+    pub programs: Vec<(String, Rc<[Instr]>)>,
+    /// Metric names by [`MetricId`].
+    pub metrics: Vec<String>,
+    metric_ids: BTreeMap<String, u32>,
+    program_ids: BTreeMap<String, u32>,
+}
+
+impl Code {
+    /// Compiles the spawnable programs, resolving names into `objects`.
+    pub fn new(programs: &BTreeMap<String, Vec<Op>>, objects: &mut Objects) -> Code {
+        let mut code = Code::default();
+        for (i, name) in programs.keys().enumerate() {
+            code.program_ids.insert(name.clone(), i as u32);
+        }
+        for (name, ops) in programs {
+            let c = code.compile(ops, objects);
+            code.programs.push((name.clone(), c));
+        }
+        code
+    }
+
+    fn metric(&mut self, name: &str) -> MetricId {
+        if let Some(&i) = self.metric_ids.get(name) {
+            return MetricId(i);
+        }
+        self.metrics.push(name.to_string());
+        let i = (self.metrics.len() - 1) as u32;
+        self.metric_ids.insert(name.to_string(), i);
+        MetricId(i)
+    }
+
+    /// A program compiled: loops flattened, names resolved. A spawn of a
+    /// program the spec does not have runs an empty one (the loaders
+    /// reject such programs first).
+    pub fn compile(&mut self, ops: &[Op], objects: &mut Objects) -> Rc<[Instr]> {
+        let mut out = Vec::new();
+        self.flatten(ops, objects, &mut out);
+        out.into()
+    }
+
+    fn flatten(&mut self, ops: &[Op], o: &mut Objects, out: &mut Vec<Instr>) {
+        for op in ops {
+            let i = match op {
+                Op::Loop { n, body } => {
+                    let start = out.len();
+                    out.push(Instr::LoopStart { n: *n, end: 0 });
+                    self.flatten(body, o, out);
+                    let end = out.len();
+                    out.push(Instr::LoopEnd { start });
+                    out[start] = Instr::LoopStart { n: *n, end };
+                    continue;
+                }
+                Op::Run(ns) => Instr::Run(*ns),
+                Op::Call { port, bytes } => Instr::Call {
+                    port: o.port(port),
+                    bytes: *bytes,
+                },
+                Op::Serve { port } => Instr::Serve(o.port(port)),
+                Op::Reply { bytes } => Instr::Reply { bytes: *bytes },
+                Op::PipeWrite { pipe, bytes } => Instr::PipeWrite {
+                    pipe: o.pipe(pipe),
+                    bytes: *bytes,
+                },
+                Op::PipeRead { pipe, bytes } => Instr::PipeRead {
+                    pipe: o.pipe(pipe),
+                    bytes: *bytes,
+                },
+                Op::FutexWait { futex } => Instr::FutexWait(o.futex(futex)),
+                Op::FutexWake { futex, n } => Instr::FutexWake {
+                    futex: o.futex(futex),
+                    n: *n,
+                },
+                Op::Lock { lock } => Instr::Lock(o.lock(lock)),
+                Op::Unlock { lock } => Instr::Unlock(o.lock(lock)),
+                Op::Sleep(ns) => Instr::Sleep(*ns),
+                Op::RandomSleep { min, max } => Instr::RandomSleep {
+                    min: *min,
+                    max: *max,
+                },
+                Op::ExpSleep { mean } => Instr::ExpSleep { mean: *mean },
+                Op::Io(ns) => Instr::Io(*ns),
+                Op::Spawn { program } => match self.program_ids.get(program) {
+                    Some(&i) => Instr::Spawn(ProgId(i)),
+                    None => {
+                        // A program nobody defined: an empty one, named.
+                        let i = self.programs.len() as u32;
+                        self.program_ids.insert(program.clone(), i);
+                        self.programs.push((program.clone(), Rc::from(Vec::new())));
+                        Instr::Spawn(ProgId(i))
+                    }
+                },
+                Op::Join => Instr::Join,
+                Op::JoinAny => Instr::JoinAny,
+                Op::Exit => Instr::Exit,
+                Op::Yield => Instr::Yield,
+                Op::Leave => Instr::Leave,
+                Op::Lap { metric } => Instr::Lap(self.metric(metric)),
+                Op::LapStart { metric } => Instr::LapStart(self.metric(metric)),
+                Op::Count { metric, n } => Instr::Count {
+                    metric: self.metric(metric),
+                    n: *n,
+                },
+            };
+            out.push(i);
+        }
+    }
+}
