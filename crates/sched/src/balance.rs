@@ -24,7 +24,9 @@ use crate::CpuSched;
 /// The CPU of `ring` with the most tasks, if it has one waiting (load 2 or
 /// more); the first such in id order from `from`.
 fn busiest<S: PolicyState>(sh: &Shared<S>, ring: &CpuSet, from: CpuId) -> Option<CpuId> {
-    ring.iter_from(from)
+    // Only the CPUs the overload bits name can have work waiting.
+    (*ring & sh.overloaded_cpus())
+        .iter_from(from)
         .filter(|&c| sh.load(c) >= 2)
         .fold(None::<(u32, CpuId)>, |best, c| {
             let l = sh.load(c);

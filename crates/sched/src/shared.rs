@@ -17,7 +17,7 @@ use crate::doorbell::Doorbell;
 use crate::effects::{Kick, KickWhy, PlaceReason, WakeCause};
 use crate::park::{Delivery, ParkWord, TaskState, Word};
 use crate::policy::{Machine, PolicyState};
-use crate::sync::{AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::task::{Task, TaskId};
 
 /// A message between CPUs. The only way one CPU asks another to act on a
@@ -126,11 +126,12 @@ pub struct Shared<S> {
     mailboxes: Vec<Mutex<VecDeque<Msg<S>>>>,
     tasks: Vec<TaskSlot<S>>,
     next_task: AtomicU32,
-    /// How many CPUs have a task waiting behind the running one. A newly
-    /// idle CPU looks for work only when this is nonzero, as Linux's
-    /// `sched_balance_newidle()` skips when `rd->overloaded` is clear: an
-    /// atomic hint, not a lock, and never wrong for long.
-    overloaded: AtomicU32,
+    /// The CPUs with a task waiting behind the running one, a bit each. A
+    /// newly idle CPU looks for work only when one is set, as Linux's
+    /// `sched_balance_newidle()` skips when `rd->overloaded` is clear, and
+    /// looks only at those: an atomic hint, not a lock, and never wrong for
+    /// long.
+    overloaded: Vec<AtomicU64>,
     /// Per SMT core (by ordinal), its shared state.
     cores: Vec<Mutex<CoreState>>,
 }
@@ -139,6 +140,7 @@ impl<S: PolicyState> Shared<S> {
     /// A machine with room for `max_tasks` tasks over its life (ids are not
     /// reused: a kernel would recycle slots; a simulation does not need to).
     pub fn new(topo: Topology, config: Config, max_tasks: usize) -> Shared<S> {
+        let n = topo.num_cpus();
         let mailboxes = topo
             .cpu_ids()
             .map(|_| Mutex::new(VecDeque::new()))
@@ -173,7 +175,7 @@ impl<S: PolicyState> Shared<S> {
             mailboxes,
             tasks,
             next_task: AtomicU32::new(0),
-            overloaded: AtomicU32::new(0),
+            overloaded: (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             cores,
         }
     }
@@ -246,12 +248,16 @@ impl<S: PolicyState> Shared<S> {
 
     pub(crate) fn set_load(&self, cpu: CpuId, load: u32) {
         let old = self.cpus[cpu.index()].load.swap(load, Ordering::Relaxed);
+        let (word, bit) = (
+            &self.overloaded[cpu.index() / 64],
+            1u64 << (cpu.index() % 64),
+        );
         match (old >= 2, load >= 2) {
             (false, true) => {
-                self.overloaded.fetch_add(1, Ordering::Relaxed);
+                word.fetch_or(bit, Ordering::Relaxed);
             }
             (true, false) => {
-                self.overloaded.fetch_sub(1, Ordering::Relaxed);
+                word.fetch_and(!bit, Ordering::Relaxed);
             }
             _ => {}
         }
@@ -259,7 +265,14 @@ impl<S: PolicyState> Shared<S> {
 
     /// Some CPU has a task waiting behind its running one.
     pub fn overloaded(&self) -> bool {
-        self.overloaded.load(Ordering::Relaxed) > 0
+        self.overloaded
+            .iter()
+            .any(|w| w.load(Ordering::Relaxed) != 0)
+    }
+
+    /// The CPUs with a task waiting, as last published.
+    pub fn overloaded_cpus(&self) -> CpuSet {
+        CpuSet::from_words(self.overloaded.iter().map(|w| w.load(Ordering::Relaxed)))
     }
 
     pub(crate) fn core(&self, cpu: CpuId) -> &Mutex<CoreState> {

@@ -49,23 +49,19 @@ pub struct TaskOutcome {
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0100_0000_01b3;
 
-/// FNV-1a over 8-byte words (the last one zero-padded): the trace hash's
-/// mixing step, a word at a time rather than a byte.
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for chunk in bytes.chunks(8) {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
-        h ^= u64::from_le_bytes(w);
+/// FNV-1a over 8-byte words: the trace hash's mixing step, a word at a
+/// time rather than a byte (with a shift, so high bits reach low ones).
+fn fnv(mut h: u64, words: &[u64]) -> u64 {
+    for w in words {
+        h ^= w;
         h = h.wrapping_mul(FNV_PRIME);
         h ^= h >> 29;
     }
     h
 }
 
-/// A trace event as bytes for the hash: its kind and its numbers.
-fn encode(cpu: CpuId, t: &Trace) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[0..2].copy_from_slice(&(cpu.index() as u16).to_le_bytes());
+/// A trace event as words for the hash: its kind and its numbers.
+fn encode(cpu: CpuId, t: &Trace) -> [u64; 2] {
     let (kind, task, x, y): (u8, u32, u32, u32) = match *t {
         Trace::Wake {
             task,
@@ -99,11 +95,10 @@ fn encode(cpu: CpuId, t: &Trace) -> [u8; 16] {
         Trace::Resched { task } => (6, task.0, 0, 0),
         Trace::Exited { task } => (7, task.0, 0, 0),
     };
-    b[2] = kind;
-    b[4..8].copy_from_slice(&task.to_le_bytes());
-    b[8..12].copy_from_slice(&x.to_le_bytes());
-    b[12..16].copy_from_slice(&y.to_le_bytes());
-    b
+    [
+        cpu.index() as u64 | (kind as u64) << 16 | (task as u64) << 32,
+        x as u64 | (y as u64) << 32,
+    ]
 }
 
 /// The run's one trace emitter: every event the engine handles and every
@@ -144,10 +139,10 @@ impl Recorder {
         self.keep_events
     }
 
-    /// An engine event: its time and bytes into the hash.
-    pub fn record(&mut self, now: u64, text: impl FnOnce() -> String, bytes: &[u8]) {
+    /// An engine event: its time and words into the hash.
+    pub fn record(&mut self, now: u64, text: impl FnOnce() -> String, words: &[u64]) {
         self.hash ^= now;
-        self.hash = fnv(self.hash.wrapping_mul(FNV_PRIME), bytes);
+        self.hash = fnv(self.hash.wrapping_mul(FNV_PRIME), words);
         if self.keep_log {
             let t = text();
             self.out.log.push(format!("{now} {t}"));
@@ -182,8 +177,8 @@ impl Recorder {
                 }
             }
         }
-        let bytes = encode(cpu, t);
-        self.record(now, || format!("{cpu:?} {t:?}"), &bytes);
+        let words = encode(cpu, t);
+        self.record(now, || format!("{cpu:?} {t:?}"), &words);
         if !self.keep_events {
             return;
         }

@@ -72,6 +72,16 @@ impl CpuSet {
         CpuSet { words: [0; WORDS] }
     }
 
+    /// The set whose CPU `64 w + b` is bit `b` of `words[w]` (words past
+    /// the slice are empty; past [`MAX_CPUS`] / 64 are ignored).
+    pub fn from_words(words: impl IntoIterator<Item = u64>) -> CpuSet {
+        let mut s = CpuSet::new();
+        for (d, w) in s.words.iter_mut().zip(words) {
+            *d = w;
+        }
+        s
+    }
+
     /// CPUs `0..n`.
     pub fn first_n(n: usize) -> CpuSet {
         CpuSet::range(0, n)
