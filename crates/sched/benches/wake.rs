@@ -24,8 +24,8 @@ use schedlab_sched::linux::{Linux, LinuxTask};
 use schedlab_sched::policy::Decision;
 use schedlab_sched::testhost::TestHost;
 use schedlab_sched::{
-    Balance, Config, CpuSched, Effects, Home, Policy, Shared, Task, TaskId, TaskSpec, Wake,
-    WakeCause, WakerStreak, WakerStreakRule, WAKER_RUN,
+    Balance, Config, CpuSched, Effects, Home, Policy, Shared, Task, TaskData, TaskId, TaskSpec,
+    Wake, WakeCause, WakerStreak, WakerStreakRule, WAKER_RUN,
 };
 use schedlab_topology::{preset, CpuId, CpuSet};
 
@@ -33,8 +33,9 @@ const MACHINES: &[&str] = &["amd-2x8", "genoa-96", "max-1024"];
 
 fn main() {
     eprintln!(
-        "memory: Task (owned, travels with the task) {} B; shared per task slot {} B; shared per CPU {} B; CpuSched (owned, empty) {} B",
+        "memory: Task (owned, travels with the task: a {} B handle to {} B); shared per task slot {} B; shared per CPU {} B; CpuSched (owned, empty) {} B",
         std::mem::size_of::<Task<WakerStreak>>(),
+        std::mem::size_of::<TaskData<WakerStreak>>(),
         Shared::<WakerStreak>::BYTES_PER_TASK_SLOT,
         Shared::<WakerStreak>::BYTES_PER_CPU,
         std::mem::size_of::<CpuSched<WakerStreakRule>>(),

@@ -47,7 +47,7 @@ use crate::park::TaskState;
 use crate::policy::{MachineSpawn, Policy, SpawnRule};
 use crate::runqueue::{Resched, RunQueue};
 use crate::shared::{Msg, Shared, SpawnError};
-use crate::task::{Band, Task, TaskId, TaskSpec};
+use crate::task::{Band, Task, TaskData, TaskId, TaskSpec};
 
 /// Where a task sits on its owner, for hosts and invariant checks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -263,7 +263,7 @@ impl<P: Policy> CpuSched<P> {
             Band::Fair { nice } => nice,
             Band::Rt { .. } => 0,
         };
-        let task = Task {
+        let task = Task::new(TaskData {
             id,
             band: spec.band,
             mask,
@@ -277,7 +277,7 @@ impl<P: Policy> CpuSched<P> {
             last_ran: 0,
             sleep_deadline: None,
             seq: 0,
-        };
+        });
         let mut fx = Effects::default();
         fx.trace.push(Trace::Place {
             task: id,

@@ -78,4 +78,4 @@ pub use policy::{
 pub use schedlab_topology as topology;
 pub use shared::{Shared, SpawnError};
 pub use streak::{WakerStreak, MAX_RUN, WAKER_RUN};
-pub use task::{Band, Task, TaskId, TaskSpec};
+pub use task::{Band, Task, TaskData, TaskId, TaskSpec};

@@ -315,6 +315,7 @@ impl<S: PolicyState> RunQueue<S> {
 /// signal here).
 fn sync_task_at<S: PolicyState>(now: u64, t: &mut Task<S>, on_rq: bool, running: bool) {
     if !t.is_rt() {
-        t.avg.update_se(now, t.fair.weight as u64, on_rq, running);
+        let weight = t.fair.weight as u64;
+        t.avg.update_se(now, weight, on_rq, running);
     }
 }

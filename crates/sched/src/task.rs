@@ -1,5 +1,7 @@
 //! Tasks: the spec a host creates one from, and the entity its owner holds.
 
+use alloc::boxed::Box;
+
 use schedlab_topology::CpuSet;
 
 use crate::fair::{pick_eevdf, Entity, FairConfig, Pick};
@@ -64,9 +66,37 @@ impl TaskSpec {
 /// A task's scheduling state, held by exactly one CPU at a time (its
 /// owner). It moves between owners only inside an `Adopt` message.
 ///
+/// A handle: the state ([`TaskData`]) is allocated once, at spawn, so
+/// moving a task between a queue, a mailbox and its slot moves a pointer,
+/// as Linux passes a `task_struct *`.
+///
 /// `S` is the placement policy's per-task state ([`PolicyState`]).
 #[derive(Clone, Debug)]
-pub struct Task<S> {
+pub struct Task<S>(Box<TaskData<S>>);
+
+impl<S> Task<S> {
+    pub(crate) fn new(data: TaskData<S>) -> Task<S> {
+        Task(Box::new(data))
+    }
+}
+
+impl<S> core::ops::Deref for Task<S> {
+    type Target = TaskData<S>;
+
+    fn deref(&self) -> &TaskData<S> {
+        &self.0
+    }
+}
+
+impl<S> core::ops::DerefMut for Task<S> {
+    fn deref_mut(&mut self) -> &mut TaskData<S> {
+        &mut self.0
+    }
+}
+
+/// What a [`Task`] holds.
+#[derive(Clone, Debug)]
+pub struct TaskData<S> {
     pub(crate) id: TaskId,
     pub(crate) band: Band,
     pub(crate) mask: CpuSet,
