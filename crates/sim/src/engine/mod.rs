@@ -173,6 +173,36 @@ fn stream(seed: u64, n: u64) -> ChaCha8Rng {
     r
 }
 
+/// A queued event: `when` is its time in the high 64 bits and its order
+/// key in the low ones, unique per event, so one comparison orders two
+/// events (earliest first: the heap is a max-heap, so the order is
+/// reversed).
+#[derive(Debug)]
+struct Queued {
+    when: u128,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Queued) -> bool {
+        self.when == other.when
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Queued) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Queued) -> std::cmp::Ordering {
+        other.when.cmp(&self.when)
+    }
+}
+
 /// Bits of an event's order key that count insertions (2^40 events).
 const SEQ_BITS: u32 = 40;
 
@@ -197,7 +227,7 @@ pub struct Engine<P: Policy> {
     counts: Vec<Option<u64>>,
     /// Events by (time, order key): see [`Engine::push`]. (A 4-ary heap
     /// measured no faster on either bench case.)
-    queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, Ev)>>,
+    queue: std::collections::BinaryHeap<Queued>,
     seq: u64,
     /// Tie-breaks among simultaneous events.
     rng: ChaCha8Rng,
@@ -341,7 +371,10 @@ impl<P: Policy> Engine<P> {
         };
         self.seq += 1;
         let key = tie << SEQ_BITS | (self.seq & ((1 << SEQ_BITS) - 1));
-        self.queue.push(std::cmp::Reverse((at, key, ev)));
+        self.queue.push(Queued {
+            when: (at as u128) << 64 | key as u128,
+            ev,
+        });
     }
 
     fn record(&mut self, text: impl FnOnce() -> String, word: u64) {
@@ -350,7 +383,8 @@ impl<P: Policy> Engine<P> {
 
     /// Runs to the end; returns what it measured.
     pub fn run(mut self) -> Outcome {
-        while let Some(std::cmp::Reverse((at, _, ev))) = self.queue.pop() {
+        while let Some(Queued { when, ev }) = self.queue.pop() {
+            let at = (when >> 64) as u64;
             if at > self.run_ns || self.live == 0 {
                 break;
             }
