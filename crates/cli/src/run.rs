@@ -17,7 +17,8 @@ pub struct Common {
     /// A built-in scenario (see --list) or a scenario file (.toml).
     #[arg(default_value = "")]
     pub(crate) scenario: String,
-    /// The machine (a preset name); built-ins default to amd-2x8.
+    /// The machine: a preset (`topo --list`), `sysfs` (this one), `sysfs:ROOT`,
+    /// `lscpu:FILE` or `FILE.toml`; built-ins default to amd-2x8.
     #[arg(long, value_name = "T")]
     pub(crate) topology: Option<String>,
     /// The placement policy: home, waker-streak, waker-streak:K, or any

@@ -16,7 +16,8 @@ use crate::Failure;
 
 #[derive(Args, Debug)]
 pub struct SuiteArgs {
-    /// The machine (a preset name).
+    /// The machine: a preset (`topo --list`), `sysfs` (this one), `sysfs:ROOT`,
+    /// `lscpu:FILE` or `FILE.toml`.
     #[arg(long, value_name = "T", default_value = "amd-2x8")]
     topology: String,
     /// The base side's placement policy (`schedlab policies` lists them).

@@ -155,3 +155,58 @@ fn a_closed_pipe_is_not_a_panic() {
     );
     assert_eq!(out.status.code(), Some(0), "{err}");
 }
+
+/// `--topology` takes every source `topo` reads, names the machine as
+/// given, and reports a broken file with its position, exit 2.
+#[test]
+fn topology_from_lscpu_sysfs_and_toml() {
+    let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/../topology/tests/fixtures");
+    let lscpu = format!("lscpu:{fx}/ryzen-2ccx.lscpu");
+    let sysfs = format!("sysfs:{fx}/ryzen-2ccx");
+    let toml = format!("{fx}/two-llc.toml");
+    for t in [&lscpu, &sysfs, &toml] {
+        let (code, out, err) = schedlab(&["run", "split_pair", "--topology", t, "--seeds", "1"]);
+        assert_eq!(code, 0, "--topology {t}: {err}");
+        assert!(
+            out.starts_with(&format!("split_pair on {t} (")),
+            "the machine is named as given: {out}"
+        );
+    }
+    // The same machine, read as lscpu text or as a sysfs tree, runs alike.
+    let hash = |t: &str| {
+        let (_, out, _) = schedlab(&[
+            "run",
+            "split_pair",
+            "--topology",
+            t,
+            "--seeds",
+            "1",
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        v["runs"][0]["trace_hash"].clone()
+    };
+    assert_eq!(
+        hash(&lscpu),
+        hash(&sysfs),
+        "ryzen-2ccx from lscpu and from sysfs"
+    );
+    let (code, _, err) = schedlab(&[
+        "suite",
+        "--topology",
+        &format!("lscpu:{fx}/broken.lscpu"),
+        "--rows",
+        "ipc.reqrep.8",
+    ]);
+    assert_eq!(code, 2, "a broken topology file is bad input: {err}");
+    assert!(
+        err.contains("broken.lscpu:4:7"),
+        "the error has its position: {err}"
+    );
+    let (code, _, err) = schedlab(&["trace", "split_pair", "--topology", "nope"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("sysfs:ROOT") && err.contains("lscpu:FILE"),
+        "{err}"
+    );
+}

@@ -319,12 +319,39 @@ impl Builder {
 }
 
 /// A topology by preset name, or a clear error.
-pub fn topology(name: &str) -> Result<Topology, ScenarioError> {
-    preset(name).ok_or_else(|| {
-        let names: Vec<&str> = schedlab_topology::PRESETS.iter().map(|p| p.name).collect();
-        ScenarioError(format!(
-            "unknown topology {name:?}: expected one of {}",
-            names.join(", ")
-        ))
-    })
+/// The machine `spec` names, for every command's `--topology`:
+///
+/// * a preset name (`schedlab topo --list`);
+/// * `sysfs` (this machine, `/`) or `sysfs:ROOT` (a tree holding `sys/`);
+/// * `lscpu:FILE` (the output of `lscpu -p`);
+/// * `FILE.toml` (the `schedlab_topology::read` format).
+///
+/// The readers are `schedlab topo`'s, with their positioned errors; the
+/// machine is named `spec`, as given, in every output.
+pub fn topology(spec: &str) -> Result<Topology, ScenarioError> {
+    use schedlab_topology::read::{from_lscpu_file, from_sysfs, from_toml_file};
+    let read = |r: Result<Topology, schedlab_topology::read::ReadError>| {
+        r.map(|t| t.renamed(spec))
+            .map_err(|e| ScenarioError(format!("--topology {spec}: {e}")))
+    };
+    if let Some(t) = preset(spec) {
+        return Ok(t);
+    }
+    if spec == "sysfs" {
+        return read(from_sysfs(std::path::Path::new("/")));
+    }
+    if let Some(root) = spec.strip_prefix("sysfs:") {
+        return read(from_sysfs(std::path::Path::new(root)));
+    }
+    if let Some(file) = spec.strip_prefix("lscpu:") {
+        return read(from_lscpu_file(std::path::Path::new(file)));
+    }
+    if spec.ends_with(".toml") {
+        return read(from_toml_file(std::path::Path::new(spec)));
+    }
+    let names: Vec<&str> = schedlab_topology::PRESETS.iter().map(|p| p.name).collect();
+    Err(ScenarioError(format!(
+        "unknown topology {spec:?}: expected a preset ({}), sysfs, sysfs:ROOT, lscpu:FILE or FILE.toml",
+        names.join(", ")
+    )))
 }
