@@ -10,14 +10,21 @@
 //!   the kernel's for nice 0, for every task), and an `ipi_raise` for every
 //!   kick the CPU sends (reason `Rescheduling interrupts`, `Function call
 //!   interrupts` for a mailbox kick, or `Wake from idle`, then ` cpuN`;
-//!   `target_cpus` is a 32-bit mask, empty past cpu31);
+//!   Perfetto's `target_cpus` is a 32-bit mask, so it is empty past cpu31
+//!   and the reason's ` cpuN` names the target on every machine);
 //! * a process tree: one process (pid 1_000_000, the scenario's name) whose
 //!   threads are the tasks;
 //! * track descriptors for that process and each thread, and counter tracks:
 //!   `runq cpuN` (running + waiting tasks on a CPU) and `streak <task>` (its
 //!   waker-streak run after each counted wake);
 //! * an instant on the task's thread track for every placement decision:
-//!   `place <reason>`, with the deciding CPU, from and to as annotations.
+//!   `place <reason>`, with the deciding CPU, from and to as annotations;
+//! * who woke whom: each `sched_waking` carries the waking thread's pid in
+//!   the event's `pid` (0 for an interrupt, the scheduler's own wakes and a
+//!   leaving thread, as in Linux), and each wake a thread posted that found
+//!   its task parked is a flow, from a `wake <task>` instant on the waker's
+//!   track to a `run` instant on the wakee's when it next switches in: the
+//!   arrows the UI draws are the edges a wake placement rule acts on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -288,7 +295,11 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
                 (cpu.index(), fe)
             }
             EventKind::Waking {
-                cpu, task, target, ..
+                cpu,
+                task,
+                waker,
+                target,
+                ..
             } => {
                 let mut w = SchedWakingFtraceEvent::new();
                 w.set_comm(comm(Some(*task)));
@@ -297,6 +308,9 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
                 w.set_success(1);
                 w.set_target_cpu(target.index() as i32);
                 let mut fe = FtraceEvent::new();
+                // The thread running when the wake was posted: what the UI
+                // shows as "woken by" (0 for an interrupt, as in Linux).
+                fe.set_pid(pid(*waker) as u32);
                 fe.set_sched_waking(w);
                 (cpu.index(), fe)
             }
@@ -315,10 +329,35 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
         trace.packet.push(p);
     }
 
-    // Counters and instants.
+    // Counters, instants, and a flow from each parked wake a thread posted
+    // to the wakee's next switch in.
+    let mut flows: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut next_flow = 1u64;
     for e in events {
         let mut te = TrackEvent::new();
         match &e.kind {
+            EventKind::Waking {
+                task,
+                waker: Some(w),
+                parked: true,
+                ..
+            } => {
+                te.set_type(track_event::Type::TYPE_INSTANT);
+                te.set_track_uuid(thread_uuid(w.0));
+                te.set_name(format!("wake {}", comm(Some(*task))));
+                te.flow_ids.push(next_flow);
+                flows.insert(task.0, next_flow);
+                next_flow += 1;
+            }
+            EventKind::Switch { next: Some(t), .. } => {
+                let Some(id) = flows.remove(&t.0) else {
+                    continue;
+                };
+                te.set_type(track_event::Type::TYPE_INSTANT);
+                te.set_track_uuid(thread_uuid(t.0));
+                te.set_name("run".to_string());
+                te.terminating_flow_ids.push(id);
+            }
             EventKind::RunQueue { cpu, len } => {
                 te.set_type(track_event::Type::TYPE_COUNTER);
                 te.set_track_uuid(runq_uuid(cpu.index()));

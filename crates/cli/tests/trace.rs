@@ -168,7 +168,9 @@ fn the_perfetto_trace_decodes_back_to_the_simulators_event_log() {
                 track["runq cpu".len()..].parse::<usize>().unwrap(),
                 e.counter_value(),
             )),
-            Type::TYPE_INSTANT => places.push((p.timestamp(), e.name().to_string())),
+            Type::TYPE_INSTANT if e.name().starts_with("place ") => {
+                places.push((p.timestamp(), e.name().to_string()))
+            }
             _ => {}
         }
     }
@@ -271,4 +273,60 @@ fn the_json_event_log_is_the_same_stream() {
     for (line, e) in lines.iter().zip(&o.event_log) {
         assert_eq!(*line, serde_json::to_string(e).unwrap());
     }
+}
+
+/// Who woke whom: in the split pair every wake is posted by the other
+/// thread, so each `sched_waking` names it as the event's pid, and each
+/// parked wake is a flow from the waker's track that ends when the wakee
+/// next runs.
+#[test]
+fn wakes_name_their_waker_and_flow_to_the_wakee() {
+    let t = decode(&["split_pair"]);
+    let o = sim_log("split_pair", 1);
+    let mut wakings = 0;
+    for p in &t.packet {
+        if !p.has_ftrace_events() {
+            continue;
+        }
+        for e in &p.ftrace_events().event {
+            if e.has_sched_waking() {
+                wakings += 1;
+                let (woken, waker) = (e.sched_waking().pid(), e.pid() as i32);
+                assert!(
+                    waker != 0 && waker != woken,
+                    "a pair's wake is posted by the other thread: waker pid {waker}, woken {woken}"
+                );
+            }
+        }
+    }
+    assert!(wakings > 0, "the pair wakes each other");
+    let (mut starts, mut ends) = (0, 0);
+    for p in &t.packet {
+        if p.has_track_event() {
+            starts += p.track_event().flow_ids.len();
+            ends += p.track_event().terminating_flow_ids.len();
+        }
+    }
+    let parked_by_threads = o
+        .event_log
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::Waking {
+                    waker: Some(_),
+                    parked: true,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(
+        starts, parked_by_threads,
+        "a flow for each parked wake a thread posted"
+    );
+    assert!(
+        ends + 1 >= starts && ends <= starts,
+        "each flow ends at the wakee's next switch in (the last may be cut by the end): {starts} started, {ends} ended"
+    );
 }

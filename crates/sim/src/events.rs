@@ -33,12 +33,15 @@ pub enum EventKind {
     /// A wake of `task` posted on `cpu` (by its running thread, an
     /// interrupt, or the scheduler itself); it goes to `target`, the CPU
     /// that holds the task. `parked`: it found the task parked (otherwise a
-    /// flag).
+    /// flag). `waker`: the thread that posted it (`null` for an interrupt,
+    /// the scheduler's own wakes, and a thread already leaving).
     Waking {
         #[serde(serialize_with = "cpu_index")]
         cpu: CpuId,
         #[serde(serialize_with = "one_task")]
         task: TaskId,
+        #[serde(serialize_with = "task_index")]
+        waker: Option<TaskId>,
         #[serde(serialize_with = "cpu_index")]
         target: CpuId,
         parked: bool,

@@ -183,15 +183,22 @@ impl Recorder {
             return;
         }
         let kind = match *t {
-            Trace::Wake { task, delivery, .. } => {
+            Trace::Wake {
+                task,
+                delivery,
+                cause,
+            } => {
                 let (target, parked) = match delivery {
                     Delivery::Post { owner } => (owner, true),
                     Delivery::Flagged => (owner(task), false),
                     Delivery::Coalesced | Delivery::Dead => return,
                 };
+                // A thread's wake: the one this CPU runs, as last shown.
+                let waker = cause.waker.and(self.shown[cpu.index()]);
                 EventKind::Waking {
                     cpu,
                     task,
+                    waker,
                     target,
                     parked,
                 }
