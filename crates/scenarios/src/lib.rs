@@ -22,6 +22,7 @@ use schedlab_sim::{CostModel, Figure, Op, PolicyRef, Registry, SimSpec, TaskDef}
 use schedlab_topology::{preset, CpuId, CpuSet, Topology};
 
 pub mod catalog;
+mod field;
 pub mod file;
 pub mod rows;
 pub mod suite;

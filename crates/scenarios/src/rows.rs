@@ -37,6 +37,9 @@
 //!   compute 200 to 500 µs (child i: 200 + 20 i) and exit, and waits for
 //!   each exit as make does (`join_any`: any child, each exit wakes it);
 //!   4 batches; µs for the build.
+//! * `hackbench.pipe.gN`: rt-tests' hackbench in pipe mode (the `hackbench`
+//!   built-in, `crate::field`) at a size the default machine runs in a few
+//!   simulated milliseconds: N groups of 20 fds; ms, what it prints as Time.
 //! * `wake.periodic.idle`, `time.sleep_late.10ms`: one thread sleeps 1 ms
 //!   (100 times) or 10 ms (20 times) on an idle machine; how late it
 //!   wakes, µs (p50).
@@ -120,6 +123,8 @@ pub const ROWS: &[Row] = &[
     row("time.sleep_late.10ms", "µs", Lower, "a 10 ms sleep on an idle machine: how late it wakes, p50"),
     row("fair.nice", "%", Lower, "nice 0 against nice 5 on one CPU: CPU-time ratio off the weights' ratio"),
     row("tail.timer", "µs", Lower, "200 µs sleeps of 16 threads beside 8 spinners: how late they wake, p99"),
+    row("hackbench.pipe.g1", "ms", Lower, "hackbench -p: 1 group of 20 senders and 20 receivers, 50 loops of 100 B: Time"),
+    row("hackbench.pipe.g4", "ms", Lower, "hackbench -p: 4 groups (160 threads), 25 loops: Time"),
 ];
 
 /// The row named `name`.
@@ -247,6 +252,8 @@ pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), Scen
             .unwrap_or(1)
     };
     match r.name {
+        "hackbench.pipe.g1" => crate::field::hackbench(b, p, (1, 20, 50))?,
+        "hackbench.pipe.g4" => crate::field::hackbench(b, p, (4, 20, 25))?,
         n if n.starts_with("ipc.reqrep.") => {
             let bytes = size(n);
             let rounds: u64 = p.get("rounds", if bytes >= 65536 { 200 } else { 400 })?;

@@ -33,6 +33,10 @@ pub enum Figure {
     LapP50Us {
         metric: String,
     },
+    /// The median lap of `metric`, ms (one lap: the lap).
+    LapP50Ms {
+        metric: String,
+    },
     /// The 99th-percentile lap of `metric`, µs.
     LapP99Us {
         metric: String,
@@ -159,6 +163,7 @@ impl Figure {
         let topo = o.topology.as_ref().expect("an outcome keeps its topology");
         match self {
             Figure::LapP50Us { metric } => percentile(laps(metric), 0.5) / 1e3,
+            Figure::LapP50Ms { metric } => percentile(laps(metric), 0.5) / 1e6,
             Figure::LapP99Us { metric } => percentile(laps(metric), 0.99) / 1e3,
             Figure::LapMeanUs { metric } => {
                 let v = laps(metric);
