@@ -41,7 +41,7 @@ use alloc::vec::Vec;
 use schedlab_topology::CpuId;
 
 use crate::doorbell::IdleDepth;
-use crate::effects::{Counters, Effects, Kick, PlaceReason, Switch, Trace, WakeCause};
+use crate::effects::{Counters, Effects, Kick, Park, PlaceReason, Switch, Trace, WakeCause};
 use crate::fair::Entity;
 use crate::park::TaskState;
 use crate::policy::{MachineSpawn, Policy, SpawnRule};
@@ -349,9 +349,17 @@ impl<P: Policy> CpuSched<P> {
         idle: IdleDepth,
     ) -> Effects {
         if deadline <= now {
-            return self.keep_running();
+            return self.returned();
         }
         self.park_current(sh, now, Some(deadline), idle)
+    }
+
+    /// A parking call that returns at once: the running task runs on.
+    fn returned(&self) -> Effects {
+        Effects {
+            park: Park::Returned,
+            ..self.keep_running()
+        }
     }
 
     fn keep_running(&self) -> Effects {
@@ -376,7 +384,10 @@ impl<P: Policy> CpuSched<P> {
         let slot = sh.slot(task.id);
         slot.park.commit();
         if !slot.park.finish_park() {
-            let mut fx = Effects::default();
+            let mut fx = Effects {
+                park: Park::Returned,
+                ..Effects::default()
+            };
             fx.trace.push(Trace::ParkReturned { task: task.id });
             fx.switch = Some(Switch::Run(task.id));
             self.rq.current = Some(task);
@@ -388,7 +399,10 @@ impl<P: Policy> CpuSched<P> {
         if let Some(d) = deadline {
             self.deadlines.insert((d, id));
         }
-        let mut fx = Effects::default();
+        let mut fx = Effects {
+            park: Park::Parked,
+            ..Effects::default()
+        };
         fx.trace.push(Trace::Parked { task: id });
         // From here a waker that won `Parked -> Waking` may take it (it
         // waits for this store, as Linux's waker waits for `p->on_cpu`).
@@ -466,7 +480,7 @@ impl<P: Policy> CpuSched<P> {
         {
             let mut j = sh.slot(target).join.lock();
             if j.exited {
-                return self.keep_running();
+                return self.returned();
             }
             j.joiners.push(me);
         }

@@ -171,6 +171,21 @@ pub struct Effects {
     /// The running task should be rescheduled: run this CPU's pass.
     pub resched: bool,
     pub trace: Traces,
+    /// What a call that may park its caller did (`block`, `sleep_until`,
+    /// `join`); `NotAsked` for every other call.
+    pub park: Park,
+}
+
+/// Whether a call that may park the running task parked it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum Park {
+    #[default]
+    NotAsked,
+    /// It parked: the CPU runs something else (or idles) now.
+    Parked,
+    /// It returned at once (a wake was pending, the deadline had passed,
+    /// the joined task had exited): the caller runs on.
+    Returned,
 }
 
 /// An [`Effects`]' kicks: a few inline, more on the heap.
@@ -189,6 +204,9 @@ impl Effects {
             self.timer = other.timer;
         }
         self.resched |= other.resched;
+        if other.park != Park::NotAsked {
+            self.park = other.park;
+        }
     }
 }
 

@@ -253,3 +253,39 @@ fn a_wake_to_a_busy_home_is_forwarded_to_a_sleeper_in_its_llc() {
     assert_eq!(h.counters().moves_forward, 1);
     assert_eq!(h.where_is(t).unwrap().1, Holding::Running);
 }
+
+/// The parking calls say what they did (`Effects::park`): the host need
+/// not read it out of the switch.
+#[test]
+fn a_parking_call_says_whether_it_parked() {
+    use schedlab_sched::Park;
+    let mut h = host_with(|_| {});
+    let a = h.spawn_pinned(cpu(1), TaskSpec::fair(0));
+    let now = h.now;
+    // A wake pending when it blocks (a flag): the park returns at once.
+    h.post_wake(cpu(2), a);
+    let fx = h.cpus[1].block(&h.sh, now, 0);
+    assert_eq!(
+        fx.park,
+        Park::Returned,
+        "a flagged block returns at once: {fx:?}"
+    );
+    h.apply(cpu(1), fx);
+    h.settle();
+    // No wake: it parks.
+    let fx = h.cpus[1].block(&h.sh, now, 0);
+    assert_eq!(fx.park, Park::Parked, "{fx:?}");
+    h.apply(cpu(1), fx);
+    h.wake(cpu(2), a);
+    // A deadline already past returns at once; a later one parks.
+    let now = h.now;
+    let fx = h.cpus[1].sleep_until(&h.sh, now, now, 0);
+    assert_eq!(fx.park, Park::Returned);
+    h.apply(cpu(1), fx);
+    let fx = h.cpus[1].sleep_until(&h.sh, now + MS, now, 0);
+    assert_eq!(fx.park, Park::Parked);
+    h.apply(cpu(1), fx);
+    // Every other call: not asked.
+    let fx = h.cpus[2].tick(&h.sh, now);
+    assert_eq!(fx.park, Park::NotAsked);
+}

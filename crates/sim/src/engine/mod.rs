@@ -64,7 +64,8 @@ use std::rc::Rc;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use schedlab_sched::{
-    Config, CpuSched, Effects, KickKind, Policy, Shared, Switch, TaskId, TaskSpec, TaskState, Trace,
+    Config, CpuSched, Effects, KickKind, Park, Policy, Shared, Switch, TaskId, TaskSpec, TaskState,
+    Trace,
 };
 use schedlab_topology::{CpuId, CpuSet, Topology};
 
@@ -642,12 +643,17 @@ impl<P: Policy> Engine<P> {
     }
 
     /// Carries out a decision of `task`'s own call that may park it
-    /// (block, sleep, join, yield); `true` when it did not: the call
-    /// returned at once and the task runs on.
+    /// (block, sleep, join: the scheduler says which, [`Park`]) or give up
+    /// its CPU (yield: it runs on when the pass picked it again); `true`
+    /// when the task runs on.
     fn apply_returning(&mut self, cpu: CpuId, task: TaskId, fx: Effects) -> bool {
-        let returned = fx.switch == Some(Switch::Run(task));
+        let runs_on = match fx.park {
+            Park::Returned => true,
+            Park::Parked => false,
+            Park::NotAsked => fx.switch == Some(Switch::Run(task)),
+        };
         self.apply(cpu, fx);
-        returned
+        runs_on
     }
 
     fn wake(&mut self, cpu: CpuId, target: TaskId) {
