@@ -22,10 +22,16 @@ use crate::task::Task;
 use crate::CpuSched;
 
 /// The CPU of `ring` with the most tasks, if it has one waiting (load 2 or
-/// more); the first such in id order from `from`.
-fn busiest<S: PolicyState>(sh: &Shared<S>, ring: &CpuSet, from: CpuId) -> Option<CpuId> {
-    // Only the CPUs the overload bits name can have work waiting.
-    (*ring & sh.overloaded_cpus())
+/// more); the first such in id order from `from`. `overloaded` is
+/// [`Shared::overloaded_cpus`], read once per search: only those CPUs can
+/// have work waiting.
+fn busiest<S: PolicyState>(
+    sh: &Shared<S>,
+    ring: &CpuSet,
+    overloaded: &CpuSet,
+    from: CpuId,
+) -> Option<CpuId> {
+    (*ring & *overloaded)
         .iter_from(from)
         .filter(|&c| sh.load(c) >= 2)
         .fold(None::<(u32, CpuId)>, |best, c| {
@@ -42,15 +48,18 @@ impl<P: Policy> CpuSched<P> {
     /// Newly idle: ask the busiest CPU with queued work, nearest ring first
     /// (Linux's `sched_balance_newidle()` skips when no CPU is overloaded).
     pub(crate) fn try_steal(&mut self, sh: &Shared<P::TaskState>, fx: &mut Effects) {
-        if self.steal_pending || !sh.overloaded() {
+        if self.steal_pending {
             return;
         }
-        let me = CpuSet::single(self.id);
+        let over = sh.overloaded_cpus() - CpuSet::single(self.id);
+        if over.is_empty() {
+            return;
+        }
         let victim = sh
             .topology()
             .rings(self.id)
             .iter()
-            .find_map(|ring| busiest(sh, &(*ring - me), self.id));
+            .find_map(|ring| busiest(sh, ring, &over, self.id));
         if let Some(v) = victim {
             self.ask(sh, v, None, fx);
         }
@@ -78,10 +87,10 @@ impl<P: Policy> CpuSched<P> {
                 .map(|s| s.cpu);
             sib.or_else(|| {
                 let topo = sh.topology();
-                let core_cpus = *topo.core_cpus(self.id);
+                let over = sh.overloaded_cpus() - *topo.core_cpus(self.id);
                 topo.rings(self.id)
                     .iter()
-                    .find_map(|ring| busiest(sh, &(*ring - core_cpus), self.id))
+                    .find_map(|ring| busiest(sh, ring, &over, self.id))
             })
             .map(|v| (v, c))
         };

@@ -413,6 +413,11 @@ mod tests {
         sh
     }
 
+    /// Where a fork from cpu0 goes, on `sh` as it stands.
+    fn from0(sh: &Shared<super::super::LinuxTask>, mask: &CpuSet) -> Option<CpuId> {
+        find_dst_cpu(&sh.machine(c(0), 0), c(0), mask)
+    }
+
     #[test]
     fn domains_are_trimmed_as_sd_parent_degenerate_trims_them() {
         let t = preset("amd-2x8").unwrap();
@@ -618,25 +623,25 @@ mod tests {
         // 8 down, every core and sibling is as idle as 8's own: stay.
         let sh = machine("amd-2x8", &[0], &[]);
         let all = *sh.topology().cpus();
-        assert_eq!(find_dst_cpu(&sh.machine(c(0), 0), c(0), &all), Some(c(8)));
+        assert_eq!(from0(&sh, &all), Some(c(8)));
         // Both LLCs have one busy CPU: stay in the LLC; MC's groups are
         // cores, cpu0's has 1 idle against 2: the first idle core, {2,3}.
         let sh = machine("amd-2x8", &[0, 8], &[]);
-        assert_eq!(find_dst_cpu(&sh.machine(c(0), 0), c(0), &all), Some(c(2)));
+        assert_eq!(from0(&sh, &all), Some(c(2)));
         // The shallowest idle state wins inside the group: cpu8 is deeper
         // than the rest of its LLC.
         let deep: Vec<(usize, u8)> = (8..16).map(|i| (i, if i == 8 { 2 } else { 1 })).collect();
         let sh = machine("amd-2x8", &[0], &deep);
-        assert_eq!(find_dst_cpu(&sh.machine(c(0), 0), c(0), &all), Some(c(9)));
+        assert_eq!(from0(&sh, &all), Some(c(9)));
         // A mask of LLC 0: the other LLC is skipped as no CPU is allowed.
         let sh = machine("amd-2x8", &[0], &[]);
         let llc0 = CpuSet::range(0, 8);
-        assert_eq!(find_dst_cpu(&sh.machine(c(0), 0), c(0), &llc0), Some(c(2)));
+        assert_eq!(from0(&sh, &llc0), Some(c(2)));
         // Everything busy: every group fully busy at load 0, no better
         // group; the fork stays on the parent's CPU.
         let every: Vec<usize> = (0..16).collect();
         let sh = machine("amd-2x8", &every, &[]);
-        assert_eq!(find_dst_cpu(&sh.machine(c(0), 0), c(0), &all), Some(c(0)));
+        assert_eq!(from0(&sh, &all), Some(c(0)));
     }
 
     #[test]
@@ -647,7 +652,7 @@ mod tests {
         // (cpus 8-15 and 200-207), whose first idle CPU is 8.
         let sh = machine("epyc-2s-384", &[0], &[]);
         let all = *sh.topology().cpus();
-        assert_eq!(find_dst_cpu(&sh.machine(c(0), 0), c(0), &all), Some(c(8)));
+        assert_eq!(from0(&sh, &all), Some(c(8)));
     }
 
     #[test]

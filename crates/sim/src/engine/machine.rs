@@ -37,7 +37,6 @@ pub(crate) struct HwCpu {
     pub current: Option<TaskId>,
     pub seg: Option<Segment>,
     pub token: u64,
-    pub tick_token: u64,
     /// A tick event is on its way (one per CPU at a time).
     pub tick_armed: bool,
     /// The task that last ran here, for context-switch cost.
@@ -164,11 +163,8 @@ impl<P: Policy> Engine<P> {
         // Late against its grid, never drifting: the next one is armed on
         // the grid again.
         let next = next + self.timer_late();
-        let h = &mut self.hw[cpu.index()];
-        h.tick_token += 1;
-        h.tick_armed = true;
-        let token = h.tick_token;
-        self.push(next, Ev::Tick { cpu, token });
+        self.hw[cpu.index()].tick_armed = true;
+        self.push(next, Ev::Tick { cpu });
     }
 
     /// What `task` pays before it runs on `cpu`: the context switch (not

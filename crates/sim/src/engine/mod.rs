@@ -132,33 +132,19 @@ pub struct SimSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     /// A kick arrives: the CPU runs its pass.
-    Kick {
-        cpu: CpuId,
-    },
+    Kick { cpu: CpuId },
     /// A segment of work ends.
-    SegDone {
-        cpu: CpuId,
-        token: u64,
-    },
-    Tick {
-        cpu: CpuId,
-        token: u64,
-    },
+    SegDone { cpu: CpuId, token: u64 },
+    /// The CPU's tick (one on its way per CPU: `HwCpu::tick_armed`).
+    Tick { cpu: CpuId },
     /// A scheduler deadline is due.
-    Timer {
-        cpu: CpuId,
-    },
+    Timer { cpu: CpuId },
     /// The program of what the CPU runs goes on (after a switch that cost
     /// nothing, or a park that returned at once), unless the CPU has moved
     /// on since (`token`).
-    Step {
-        cpu: CpuId,
-        token: u64,
-    },
+    Step { cpu: CpuId, token: u64 },
     /// A disk request completes.
-    DiskDone {
-        task: TaskId,
-    },
+    DiskDone { task: TaskId },
 }
 
 /// An engine event for the trace hash: its kind, CPU and task in a word.
@@ -476,11 +462,8 @@ impl<P: Policy> Engine<P> {
                 );
                 self.step(cpu, task);
             }
-            Ev::Tick { cpu, token } => {
+            Ev::Tick { cpu } => {
                 let h = &mut self.hw[cpu.index()];
-                if h.tick_token != token {
-                    return;
-                }
                 h.tick_armed = false;
                 if h.current.is_none() {
                     // Idle: no tick (the next switch to a task arms one).
