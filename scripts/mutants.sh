@@ -29,6 +29,7 @@ declare -A what=(
   [no-wa-idle]="linux: wake_affine() skips WA_IDLE"
   [sis-no-depth]="linux: select_idle_cpu() ignores SIS_UTIL's scan depth"
   [fork-stays-local]="linux: sched_balance_find_dst_group() never leaves the local group"
+  [cond-wake-anonymous]="rt-app: a condition variable's signal names no waker"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")

@@ -14,7 +14,8 @@ use crate::Failure;
 
 #[derive(Args, Debug, Clone)]
 pub struct Common {
-    /// A built-in scenario (see --list) or a scenario file (.toml).
+    /// A built-in scenario (see --list), a scenario file (.toml), or an
+    /// rt-app workload (.json, run on --topology).
     #[arg(default_value = "")]
     pub(crate) scenario: String,
     /// The machine: a preset (`topo --list`), `sysfs` (this one), `sysfs:ROOT`,
@@ -125,6 +126,15 @@ pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, 
             ));
         }
         file::load(Path::new(&c.scenario), p).map_err(|e| Failure::Input(e.to_string()))?
+    } else if c.scenario.ends_with(".json") {
+        let topo = schedlab_scenarios::topology(c.topology.as_deref().unwrap_or("amd-2x8"))
+            .map_err(|e| Failure::Input(e.0))?;
+        let s = schedlab_scenarios::rtapp::load(Path::new(&c.scenario), topo, p)
+            .map_err(|e| Failure::Input(e.to_string()))?;
+        for n in &s.notes {
+            eprintln!("note: {n}");
+        }
+        s
     } else {
         catalog::build(&c.scenario, c.topology.as_deref(), p).map_err(|e| Failure::Input(e.0))?
     };

@@ -43,7 +43,11 @@
 //! `{ reply = { bytes } }`, `{ pipe_write = { pipe, bytes } }`,
 //! `{ pipe_read = { pipe, bytes } }`, `{ futex_wait = { futex } }`,
 //! `{ futex_wake = { futex, n } }`, `{ lock = { lock } }`,
-//! `{ unlock = { lock } }`, `{ sleep = NS }`,
+//! `{ unlock = { lock } }`, `{ cond_wait = { cond, lock } }` (`lock`
+//! optional), `{ cond_signal = { cond } }`, `{ cond_broadcast = { cond } }`,
+//! `{ barrier = { barrier, n } }`,
+//! `{ timer = { timer, period, absolute } }` (`absolute` optional),
+//! `{ run_for = NS }`, `{ wake_lap = { metric } }`, `{ sleep = NS }`,
 //! `{ random_sleep = { min, max } }`, `{ exp_sleep = { mean } }`, `{ io = NS }`,
 //! `{ spawn = { program } }`, `"join"`, `"join_any"`, `"exit"`, `"yield"`, `"leave"`,
 //! `{ loop = { n, body = [...] } }`, `{ lap = { metric } }`,

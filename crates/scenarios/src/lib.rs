@@ -25,6 +25,7 @@ pub mod catalog;
 mod field;
 pub mod file;
 pub mod rows;
+pub mod rtapp;
 pub mod suite;
 
 pub use schedlab_sim as sim;
@@ -38,6 +39,9 @@ pub struct Scenario {
     pub figures: Vec<(String, Figure)>,
     /// Every parameter with the value this build used.
     pub params: BTreeMap<String, String>,
+    /// What the loader ignored or approximated, each with its place
+    /// (`FILE:LINE:COL: ...`): shown before the run.
+    pub notes: Vec<String>,
 }
 
 /// Why a scenario could not be built.
@@ -315,6 +319,7 @@ impl Builder {
             spec: self.spec.clone(),
             figures: self.figures.clone(),
             params,
+            notes: Vec::new(),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The kernel objects programs share: ports (request/reply), pipes, futexes
-//! and locks. Each is named in a program and gets a typed id once, when the
+//! The kernel objects programs share: ports (request/reply), pipes, futexes,
+//! locks, condition variables, barriers and timers. Each is named in a program and gets a typed id once, when the
 //! programs are compiled ([`Objects::port`] and the like); the engine then
 //! addresses it by that id.
 //!
@@ -30,6 +30,9 @@ id!(PortId, "port");
 id!(PipeId, "pipe");
 id!(FutexId, "futex");
 id!(LockId, "lock");
+id!(CondId, "condition variable");
+id!(BarrierId, "barrier");
+id!(TimerId, "timer");
 
 /// A request/reply port: requests wait in order; its server is told.
 #[derive(Debug, Default)]
@@ -184,6 +187,96 @@ impl Lock {
         self.owner = self.waiters.pop_front();
         self.owner
     }
+
+    pub fn owner(&self) -> Option<TaskId> {
+        self.owner
+    }
+}
+
+/// A condition variable: its waiters in order of arrival. A signal picks
+/// the first; nothing remembers a signal nobody waited for.
+#[derive(Debug, Default)]
+pub struct Cond {
+    waiters: VecDeque<TaskId>,
+}
+
+impl Cond {
+    /// `task` joins the waiters.
+    pub fn enter(&mut self, task: TaskId) {
+        if !self.waiters.contains(&task) {
+            self.waiters.push_back(task);
+        }
+    }
+
+    /// Still waiting: no signal has picked `task` yet.
+    pub fn is_waiting(&self, task: TaskId) -> bool {
+        self.waiters.contains(&task)
+    }
+
+    /// `pthread_cond_signal`: the waiter it picks, if any.
+    pub fn signal(&mut self) -> Option<TaskId> {
+        self.waiters.pop_front()
+    }
+
+    /// `pthread_cond_broadcast`: every waiter, first come first.
+    pub fn broadcast(&mut self) -> Vec<TaskId> {
+        self.waiters.drain(..).collect()
+    }
+}
+
+/// A barrier of `n` arrivals: each round has a generation.
+#[derive(Debug, Default)]
+pub struct Barrier {
+    arrived: u32,
+    generation: u64,
+    waiters: Vec<TaskId>,
+}
+
+/// What an arrival at a barrier asks of its caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// Wait until the generation moves past this one.
+    Wait(u64),
+    /// The last arrival: wake these, and go on.
+    Last(Vec<TaskId>),
+}
+
+impl Barrier {
+    pub fn arrive(&mut self, task: TaskId, n: u32) -> Arrival {
+        self.arrived += 1;
+        if self.arrived >= n {
+            self.arrived = 0;
+            self.generation += 1;
+            return Arrival::Last(std::mem::take(&mut self.waiters));
+        }
+        self.waiters.push(task);
+        Arrival::Wait(self.generation)
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+/// A periodic timer: when it next expires, once first used.
+#[derive(Debug, Default)]
+pub struct Timer {
+    next: Option<u64>,
+}
+
+impl Timer {
+    /// A use at `now`: `Some(expiry)` to sleep until, or `None` when the
+    /// expiry is already past (the timer then restarts from `now`, unless
+    /// `absolute`).
+    pub fn next(&mut self, now: u64, period: u64, absolute: bool) -> Option<u64> {
+        let at = self.next.unwrap_or(now) + period;
+        if now < at {
+            self.next = Some(at);
+            return Some(at);
+        }
+        self.next = Some(if absolute { at } else { now });
+        None
+    }
 }
 
 /// Every object of a run, and the names programs gave them.
@@ -193,7 +286,10 @@ pub struct Objects {
     pub pipes: Vec<Pipe>,
     pub futexes: Vec<Futex>,
     pub locks: Vec<Lock>,
-    names: [BTreeMap<String, u32>; 4],
+    pub conds: Vec<Cond>,
+    pub barriers: Vec<Barrier>,
+    pub timers: Vec<Timer>,
+    names: [BTreeMap<String, u32>; 7],
 }
 
 fn intern<T: Default>(names: &mut BTreeMap<String, u32>, all: &mut Vec<T>, name: &str) -> u32 {
@@ -221,6 +317,18 @@ impl Objects {
 
     pub fn lock(&mut self, name: &str) -> LockId {
         LockId(intern(&mut self.names[3], &mut self.locks, name))
+    }
+
+    pub fn cond(&mut self, name: &str) -> CondId {
+        CondId(intern(&mut self.names[4], &mut self.conds, name))
+    }
+
+    pub fn barrier(&mut self, name: &str) -> BarrierId {
+        BarrierId(intern(&mut self.names[5], &mut self.barriers, name))
+    }
+
+    pub fn timer(&mut self, name: &str) -> TimerId {
+        TimerId(intern(&mut self.names[6], &mut self.timers, name))
     }
 }
 
@@ -271,6 +379,43 @@ mod tests {
             p.room(t(1), 20, 10),
             "a write over the capacity goes in alone"
         );
+    }
+
+    #[test]
+    fn a_signal_picks_the_first_waiter_and_is_lost_with_none() {
+        let mut c = Cond::default();
+        assert_eq!(c.signal(), None, "nobody waits: the signal is lost");
+        c.enter(t(1));
+        c.enter(t(2));
+        assert_eq!(c.signal(), Some(t(1)));
+        assert!(!c.is_waiting(t(1)) && c.is_waiting(t(2)));
+        c.enter(t(3));
+        assert_eq!(c.broadcast(), vec![t(2), t(3)]);
+        assert!(!c.is_waiting(t(3)));
+    }
+
+    #[test]
+    fn the_last_arrival_at_a_barrier_wakes_the_rest() {
+        let mut b = Barrier::default();
+        assert_eq!(b.arrive(t(1), 3), Arrival::Wait(0));
+        assert_eq!(b.arrive(t(2), 3), Arrival::Wait(0));
+        assert_eq!(b.arrive(t(3), 3), Arrival::Last(vec![t(1), t(2)]));
+        assert_eq!(b.generation(), 1);
+        assert_eq!(b.arrive(t(1), 3), Arrival::Wait(1), "the next round");
+    }
+
+    #[test]
+    fn a_timer_keeps_its_period_and_restarts_when_overrun() {
+        let mut r = Timer::default();
+        assert_eq!(r.next(5, 19, false), Some(24), "first use: one period on");
+        assert_eq!(r.next(30, 19, false), Some(43), "late by 6: still 43");
+        assert_eq!(r.next(50, 19, false), Some(62));
+        assert_eq!(r.next(90, 19, false), None, "missed 81: restart at 90");
+        assert_eq!(r.next(95, 19, false), Some(109));
+        let mut a = Timer::default();
+        assert_eq!(a.next(0, 20, true), Some(20));
+        assert_eq!(a.next(45, 20, true), None, "absolute: 40 missed");
+        assert_eq!(a.next(46, 20, true), Some(60), "the phase is kept");
     }
 
     #[test]

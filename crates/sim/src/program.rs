@@ -50,6 +50,49 @@ pub enum Op {
         futex: ObjName,
         n: u32,
     },
+    /// Wait on the condition variable `cond`, as `pthread_cond_wait`
+    /// does: join its waiters and release `lock` (when this task holds
+    /// it) in one step, sleep until a signal or broadcast picks this task,
+    /// then take `lock` again. A signal nobody waits for is lost.
+    CondWait {
+        cond: ObjName,
+        #[serde(default)]
+        lock: Option<ObjName>,
+    },
+    /// Wake the first waiter of `cond`, if any (`pthread_cond_signal`).
+    CondSignal {
+        cond: ObjName,
+    },
+    /// Wake every waiter of `cond` (`pthread_cond_broadcast`).
+    CondBroadcast {
+        cond: ObjName,
+    },
+    /// Wait at `barrier` until `n` tasks have arrived; the last to arrive
+    /// wakes the others and goes on.
+    Barrier {
+        barrier: ObjName,
+        n: u32,
+    },
+    /// A periodic timer shared by every task naming it (rt-app's `timer`):
+    /// its next expiry moves on by `period` ns at each use, and the task
+    /// sleeps until it. An expiry already past is not slept for; the timer
+    /// then restarts from now, unless `absolute` (rt-app's `"mode":
+    /// "absolute"`) keeps its phase. The first period starts at the first
+    /// use.
+    Timer {
+        timer: ObjName,
+        period: u64,
+        #[serde(default)]
+        absolute: bool,
+    },
+    /// Compute until `ns` of wall time has passed since the op began,
+    /// preempted or not, in 32 µs pieces of work (rt-app's `runtime`).
+    RunFor(u64),
+    /// Record the time since the last wake posted to this task, as a lap
+    /// of `metric` (schbench's wakeup latency).
+    WakeLap {
+        metric: String,
+    },
     /// Take a sleeplock (hand-off on unlock).
     Lock {
         lock: ObjName,

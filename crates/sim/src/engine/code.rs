@@ -1,11 +1,12 @@
 //! Programs compiled once, when the simulation is built: loops become
-//! counted jumps, and every name (port, pipe, futex, lock, spawned
+//! counted jumps, and every name (port, pipe, futex, lock, condition
+//! variable, barrier, timer, spawned
 //! program, metric) becomes a typed id.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::objects::{FutexId, LockId, Objects, PipeId, PortId};
+use crate::objects::{BarrierId, CondId, FutexId, LockId, Objects, PipeId, PortId, TimerId};
 use crate::program::Op;
 
 /// A spawnable program, by its index among the spec's programs.
@@ -42,6 +43,23 @@ pub(crate) enum Instr {
         futex: FutexId,
         n: u32,
     },
+    CondWait {
+        cond: CondId,
+        lock: Option<LockId>,
+    },
+    CondSignal(CondId),
+    CondBroadcast(CondId),
+    Barrier {
+        barrier: BarrierId,
+        n: u32,
+    },
+    Timer {
+        timer: TimerId,
+        period: u64,
+        absolute: bool,
+    },
+    RunFor(u64),
+    WakeLap(MetricId),
     Lock(LockId),
     Unlock(LockId),
     Sleep(u64),
@@ -152,6 +170,27 @@ impl Code {
                     futex: o.futex(futex),
                     n: *n,
                 },
+                Op::CondWait { cond, lock } => Instr::CondWait {
+                    cond: o.cond(cond),
+                    lock: lock.as_ref().map(|l| o.lock(l)),
+                },
+                Op::CondSignal { cond } => Instr::CondSignal(o.cond(cond)),
+                Op::CondBroadcast { cond } => Instr::CondBroadcast(o.cond(cond)),
+                Op::Barrier { barrier, n } => Instr::Barrier {
+                    barrier: o.barrier(barrier),
+                    n: *n,
+                },
+                Op::Timer {
+                    timer,
+                    period,
+                    absolute,
+                } => Instr::Timer {
+                    timer: o.timer(timer),
+                    period: *period,
+                    absolute: *absolute,
+                },
+                Op::RunFor(ns) => Instr::RunFor(*ns),
+                Op::WakeLap { metric } => Instr::WakeLap(self.metric(metric)),
                 Op::Lock { lock } => Instr::Lock(o.lock(lock)),
                 Op::Unlock { lock } => Instr::Unlock(o.lock(lock)),
                 Op::Sleep(ns) => Instr::Sleep(*ns),

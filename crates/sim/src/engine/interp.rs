@@ -18,7 +18,7 @@ use schedlab_topology::{CpuId, Level};
 
 use super::code::{Instr, MetricId, ProgId};
 use super::{Engine, Ev, SegKind};
-use crate::objects::{FutexId, PipeId, PipeStep, PortId};
+use crate::objects::{Arrival, BarrierId, CondId, FutexId, LockId, PipeId, PipeStep, PortId};
 
 /// What a blocked task waits for, re-checked each time it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +39,12 @@ pub(crate) struct SimTask {
     pub pending_work: u64,
     /// The op at `pc` started its syscall part already.
     pub op_started: bool,
+    /// What the op at `pc` keeps between its steps: a barrier's
+    /// generation, a `run_for`'s end, whether a `cond_wait` released its
+    /// lock.
+    pub op_mark: u64,
+    /// When the last wake was posted to it (`wake_lap`).
+    pub woken_at: Option<u64>,
     pub waiting: Waiting,
     pub last_cpu: Option<CpuId>,
     pub working_set: u64,
@@ -72,6 +78,8 @@ impl SimTask {
             loops: Vec::new(),
             pending_work: 0,
             op_started: false,
+            op_mark: 0,
+            woken_at: None,
             waiting: Waiting::No,
             last_cpu: None,
             working_set,
@@ -263,6 +271,34 @@ impl<P: Policy> Engine<P> {
             Instr::PipeRead { pipe, bytes } => self.op_pipe_read(cpu, task, pipe, bytes),
             Instr::FutexWait(f) => self.op_futex_wait(cpu, task, f),
             Instr::FutexWake { futex, n } => self.op_futex_wake(cpu, task, op, futex, n),
+            Instr::CondWait { cond, lock } => self.op_cond_wait(cpu, task, cond, lock),
+            Instr::CondSignal(c) => self.op_cond_wake(cpu, task, op, c, false),
+            Instr::CondBroadcast(c) => self.op_cond_wake(cpu, task, op, c, true),
+            Instr::Barrier { barrier, n } => self.op_barrier(cpu, task, op, barrier, n),
+            Instr::Timer {
+                timer,
+                period,
+                absolute,
+            } => {
+                if self.task(task).op_started {
+                    return self.done(task);
+                }
+                let now = self.now;
+                match self.objects.timers[timer.index()].next(now, period, absolute) {
+                    Some(at) => self.op_sleep_until(cpu, task, at),
+                    None => self.done(task),
+                }
+            }
+            Instr::RunFor(ns) => self.op_run_for(cpu, task, ns),
+            Instr::WakeLap(m) => {
+                let now = self.now;
+                if let Some(at) = self.task(task).woken_at {
+                    self.laps[m.0 as usize]
+                        .get_or_insert_with(Vec::new)
+                        .push(now - at);
+                }
+                self.done(task)
+            }
             Instr::Lock(l) => {
                 if self.objects.locks[l.index()].acquire(task) {
                     self.done(task)
@@ -436,17 +472,107 @@ impl<P: Policy> Engine<P> {
     }
 
     fn op_sleep(&mut self, cpu: CpuId, task: TaskId, ns: u64) -> bool {
+        self.op_sleep_until(cpu, task, self.now + ns)
+    }
+
+    fn op_sleep_until(&mut self, cpu: CpuId, task: TaskId, at: u64) -> bool {
         let st = self.task(task);
         if st.op_started {
             return self.done(task);
         }
         st.op_started = true;
         let c = &mut self.sched[cpu.index()];
-        let fx = c.sleep_until(&self.sh, self.now + ns, self.now, self.idle_depth);
+        let fx = c.sleep_until(&self.sh, at, self.now, self.idle_depth);
         if self.apply_returning(cpu, task, fx) {
             return self.done(task);
         }
         false
+    }
+
+    /// `pthread_cond_wait`: joining the waiters and releasing the lock
+    /// are one step (no wake can fall between them); `op_mark` says the
+    /// lock was released, so it is taken again after the wake.
+    fn op_cond_wait(&mut self, cpu: CpuId, task: TaskId, c: CondId, lock: Option<LockId>) -> bool {
+        if !self.task(task).op_started {
+            self.objects.conds[c.index()].enter(task);
+            let held = lock.filter(|l| self.objects.locks[l.index()].owner() == Some(task));
+            let st = self.task(task);
+            st.op_started = true;
+            st.op_mark = held.is_some() as u64;
+            if let Some(w) = held.and_then(|l| self.objects.locks[l.index()].release()) {
+                self.wake(cpu, w);
+            }
+            return self.wait(cpu, task);
+        }
+        if self.objects.conds[c.index()].is_waiting(task) {
+            return self.wait(cpu, task);
+        }
+        if let Some(l) = lock.filter(|_| self.task(task).op_mark == 1) {
+            if !self.objects.locks[l.index()].acquire(task) {
+                return self.wait(cpu, task);
+            }
+        }
+        self.done(task)
+    }
+
+    fn op_cond_wake(&mut self, cpu: CpuId, task: TaskId, op: Instr, c: CondId, all: bool) -> bool {
+        if let Some(r) = self.syscall_first(cpu, task, self.cost.syscall_ns, op) {
+            return r;
+        }
+        let cond = &mut self.objects.conds[c.index()];
+        let woken = if all {
+            cond.broadcast()
+        } else {
+            cond.signal().into_iter().collect()
+        };
+        for w in woken {
+            self.wake(cpu, w);
+        }
+        self.done(task)
+    }
+
+    /// A barrier: the arrival is counted after its syscall; the last
+    /// arrival wakes the others, who go on once the generation moved.
+    fn op_barrier(&mut self, cpu: CpuId, task: TaskId, op: Instr, b: BarrierId, n: u32) -> bool {
+        if let Some(r) = self.syscall_first(cpu, task, self.cost.syscall_ns, op) {
+            return r;
+        }
+        if self.task(task).waiting == Waiting::No {
+            return match self.objects.barriers[b.index()].arrive(task, n) {
+                Arrival::Last(waiters) => {
+                    for w in waiters {
+                        self.wake(cpu, w);
+                    }
+                    self.done(task)
+                }
+                Arrival::Wait(generation) => {
+                    self.task(task).op_mark = generation;
+                    self.wait(cpu, task)
+                }
+            };
+        }
+        if self.objects.barriers[b.index()].generation() != self.task(task).op_mark {
+            return self.done(task);
+        }
+        self.wait(cpu, task)
+    }
+
+    /// rt-app's `runtime`: work in pieces of 32 µs until `ns` of wall time
+    /// has passed since the op began (rt-app's loop of `loadwait(32)`
+    /// checking `CLOCK_MONOTONIC`).
+    fn op_run_for(&mut self, cpu: CpuId, task: TaskId, ns: u64) -> bool {
+        const PIECE_NS: u64 = 32_000;
+        let now = self.now;
+        let st = self.task(task);
+        if !st.op_started {
+            st.op_started = true;
+            st.op_mark = now + ns;
+        }
+        if now >= st.op_mark {
+            return self.done(task);
+        }
+        let left = st.op_mark - now;
+        self.charge(cpu, task, left.min(PIECE_NS))
     }
 
     fn op_io(&mut self, cpu: CpuId, task: TaskId, ns: u64) -> bool {

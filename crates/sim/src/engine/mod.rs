@@ -640,8 +640,17 @@ impl<P: Policy> Engine<P> {
     }
 
     fn wake(&mut self, cpu: CpuId, target: TaskId) {
+        self.posted(target);
         let fx = self.sched[cpu.index()].wake(&self.sh, target, self.now);
         self.apply(cpu, fx);
+    }
+
+    /// A program posted a wake to `target` now (`wake_lap` measures from
+    /// here).
+    fn posted(&mut self, target: TaskId) {
+        if let Some(t) = self.tasks.get_mut(&target) {
+            t.woken_at = Some(self.now);
+        }
     }
 
     /// A wake from a thread that blocks right after: a request or reply on
@@ -649,6 +658,7 @@ impl<P: Policy> Engine<P> {
     /// (`pipe_write()`/`pipe_read()`): Linux wakes these with
     /// `wake_up_interruptible_sync_poll()`, `WF_SYNC`.
     fn wake_sync(&mut self, cpu: CpuId, target: TaskId) {
+        self.posted(target);
         let fx = self.sched[cpu.index()].wake_sync(&self.sh, target, self.now);
         self.apply(cpu, fx);
     }

@@ -1,0 +1,802 @@
+//! rt-app's JSON workload files (`schedlab run FILE.json`), read as rt-app
+//! reads them (scheduler-tools/rt-app: `doc/tutorial.txt`,
+//! `src/rt-app_parse_config.c`, the events of `run_event()` in
+//! `src/rt-app.c`), on the machine `--topology` names.
+//!
+//! ## What a file becomes
+//!
+//! * `tasks`: each key is a thread (`instance` copies of it: named `NAME`
+//!   for one, `NAME-0`, `NAME-1`, ... for several; `instance: 0` only
+//!   defines it, for `fork`). Its program is its `delay` (µs), then its
+//!   phases (`phases`, in file order, each repeated its `loop`, default 1)
+//!   repeated the thread's `loop` (default -1: until the run ends). A thread
+//!   with no `phases` is one phase; then a `loop` key makes the thread run
+//!   it once, that many times (`parse_task_data()`).
+//! * events, in the order the file lists them; a key is an event by its
+//!   prefix, as rt-app's `obj_is_event()` matches it (`run0`, `sleep1`):
+//!   - `run` (µs): work at the simulated CPU's speed, slowed by a busy SMT
+//!     sibling (rt-app's calibrated loop); `runtime` (µs): work until that
+//!     much wall time passed since the event began, in 32 µs pieces;
+//!   - `sleep` (µs); `timer` `{ref, period, mode}`: a timer shared by every
+//!     thread naming `ref` (a `ref` starting with `unique`: one per thread),
+//!     whose next expiry moves on by `period` at each use; a missed expiry
+//!     restarts it from now, unless `mode` is `absolute`;
+//!   - `lock`/`unlock` (a mutex); `wait` `{ref, mutex}` (`pthread_cond_wait`
+//!     on `ref` releasing `mutex`), `signal`, `broad`, `sync` (signal then
+//!     wait); `suspend` (`""`: the thread's own name) and `resume` NAME: a
+//!     wait for, and a broadcast to, the condition named NAME under the
+//!     mutex named NAME, as rt-app does them;
+//!   - `barrier` NAME: every reference to NAME in the file, times the
+//!     referencing thread's instances, is one arrival the barrier waits for
+//!     (rt-app counts its users so); the last arrival wakes the others;
+//!   - `yield`; `fork` NAME: starts a thread running task NAME's program;
+//!   - `mem` and `iorun` (bytes): run time at [`MEM_BYTES_PER_NS`], noted.
+//!
+//!   Every event that wakes a thread (`signal`, `broad`, `sync`, `resume`,
+//!   `unlock` handing the mutex on, a barrier's last arrival) posts that wake
+//!   from the thread that ran the event: the scheduler sees who woke whom.
+//! * `policy` (`default_policy`): SCHED_OTHER with `priority` as nice
+//!   (default 0, -20..19); SCHED_FIFO and SCHED_RR with `priority` as the RT
+//!   priority (default 10, 1..99; RR runs as FIFO: no round-robin quantum);
+//!   SCHED_DEADLINE and SCHED_IDLE are errors. `cpus` is the affinity; a
+//!   thread starts on one of its CPUs drawn from the run's seed.
+//! * `global.duration` (s) is the run's length; -1 (the default) runs until
+//!   every thread ends, or for `run_ms` (1000 by default) when one loops
+//!   for ever. `calibration` is noted: `run` is already work at the
+//!   simulated CPU's speed. Logging keys are ignored.
+//!
+//! ## Simplified, and said so in the run's notes
+//!
+//! * `cpus`, `policy` and `priority` may not change inside `phases` (the
+//!   simulated task's affinity and class are fixed): an error if they
+//!   differ from the thread's.
+//! * A forked thread runs with the forking thread's class and affinity.
+//! * A timer's first period starts at its first use, not at the thread's
+//!   start (rt-app's `t_first`): the first activation is late by the work
+//!   before the first `timer` event, once.
+//! * `taskgroup` is ignored with a warning; `util_min`, `util_max` and
+//!   `nodes_membind` with a note; `pi_enabled` with a note (no priority
+//!   inheritance).
+//!
+//! rt-app's JSON may carry C comments (json-c reads them); they are blanked
+//! before parsing, so every error still names the file's own line and
+//! column. Any other key is an error naming it, never skipped.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use schedlab_sim::sched::TaskSpec;
+use schedlab_sim::{Figure, Op};
+use schedlab_topology::read::{line_column, ReadError};
+use schedlab_topology::{CpuId, CpuSet, Topology};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::{Builder, Params, Scenario};
+
+/// Bytes per ns `mem` and `iorun` are charged at: 10 GB/s, an estimate of
+/// one core's `memset` bandwidth to a buffer of rt-app's default size.
+pub const MEM_BYTES_PER_NS: u64 = 10;
+
+/// Keys rt-app's `global` takes that only steer its logging.
+const LOGGING: &[&str] = &[
+    "logdir",
+    "log_basename",
+    "log_size",
+    "ftrace",
+    "gnuplot",
+    "lock_pages",
+    "io_device",
+    "mem_buffer_size",
+    "cumulative_slack",
+    "spacing",
+];
+
+/// Event names in `obj_is_event()`'s order (a key is the first it starts
+/// with).
+const EVENTS: &[&str] = &[
+    "lock", "unlock", "wait", "signal", "broad", "sync", "sleep", "runtime", "run", "timer",
+    "suspend", "resume", "mem", "iorun", "yield", "barrier", "fork",
+];
+
+/// A JSON object's members in file order (duplicates kept, as workgen's
+/// numbered keys would be), each value still raw so it knows its place.
+struct Obj<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Obj<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Obj<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Obj<'de>, M::Error> {
+                let mut v = Vec::new();
+                while let Some(e) = m.next_entry::<String, &'de RawValue>()? {
+                    v.push(e);
+                }
+                Ok(Obj(v))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The file being read: its text, its name, and what it noted.
+struct Reader<'a> {
+    text: &'a str,
+    file: &'a Path,
+    notes: Vec<String>,
+}
+
+type Res<T> = Result<T, ReadError>;
+
+impl<'a> Reader<'a> {
+    fn at(&self, v: &RawValue, message: String) -> ReadError {
+        let offset = (v.get().as_ptr() as usize).saturating_sub(self.text.as_ptr() as usize);
+        let (l, c) = line_column(self.text, offset);
+        ReadError {
+            file: self.file.to_path_buf(),
+            line: Some(l),
+            column: Some(c),
+            message,
+        }
+    }
+
+    fn note(&mut self, v: &RawValue, what: &str) {
+        let e = self.at(v, what.to_string());
+        self.notes.push(e.to_string());
+    }
+
+    fn parse<T: Deserialize<'a>>(&self, v: &'a RawValue, expected: &str) -> Res<T> {
+        serde_json::from_str(v.get()).map_err(|_| {
+            let found: String = v.get().chars().take(40).collect();
+            self.at(v, format!("expected {expected}, found {found}"))
+        })
+    }
+
+    fn obj(&self, v: &'a RawValue) -> Res<Obj<'a>> {
+        self.parse(v, "an object")
+    }
+
+    fn int(&self, v: &'a RawValue) -> Res<i64> {
+        self.parse(v, "an integer")
+    }
+
+    /// A duration in µs, as ns.
+    fn us(&self, v: &'a RawValue) -> Res<u64> {
+        let n = self.int(v)?;
+        u64::try_from(n)
+            .map(|n| n.saturating_mul(1000))
+            .map_err(|_| {
+                self.at(
+                    v,
+                    format!("expected a duration in µs (0 or more), found {n}"),
+                )
+            })
+    }
+
+    fn string(&self, v: &'a RawValue) -> Res<String> {
+        self.parse(v, "a string")
+    }
+}
+
+/// Blanks C comments (`/* */`, `//`) to spaces, keeping every newline, so
+/// offsets, lines and columns stay the file's.
+fn strip_comments(text: &str) -> Result<String, String> {
+    use std::io::Read;
+    let settings = json_comments::CommentSettings::c_style();
+    let mut out = Vec::with_capacity(text.len());
+    settings
+        .strip_comments(text.as_bytes())
+        .read_to_end(&mut out)
+        .map_err(|e| format!("unbalanced comment: {e}"))?;
+    for (o, i) in out.iter_mut().zip(text.bytes()) {
+        if i == b'\n' {
+            *o = b'\n';
+        }
+    }
+    String::from_utf8(out).map_err(|e| format!("not UTF-8 after comments: {e}"))
+}
+
+/// Loads an rt-app file onto `topology`; `params` are the common ones.
+pub fn load(path: &Path, topology: Topology, params: Params) -> Result<Scenario, ReadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ReadError {
+        file: path.to_path_buf(),
+        line: None,
+        column: None,
+        message: format!("cannot read: {e}"),
+    })?;
+    load_str(&text, path, topology, params)
+}
+
+/// Loads rt-app JSON from `text`; `file` names it in errors.
+pub fn load_str(
+    text: &str,
+    file: &Path,
+    topology: Topology,
+    mut params: Params,
+) -> Result<Scenario, ReadError> {
+    let whole = |message: String| ReadError {
+        file: file.to_path_buf(),
+        line: None,
+        column: None,
+        message,
+    };
+    let clean = strip_comments(text).map_err(whole)?;
+    let root: Obj = serde_json::from_str(&clean).map_err(|e| ReadError {
+        file: file.to_path_buf(),
+        line: Some(e.line()),
+        column: Some(e.column()),
+        message: e
+            .to_string()
+            .split(" at line")
+            .next()
+            .unwrap_or("")
+            .to_string(),
+    })?;
+    let mut r = Reader {
+        text: &clean,
+        file,
+        notes: Vec::new(),
+    };
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "rt-app".into());
+    let mut b = Builder::new(&stem, topology);
+    let mut global = Global::default();
+    let mut tasks = None;
+    for (k, v) in &root.0 {
+        match k.as_str() {
+            "global" => global = read_global(&mut r, v)?,
+            "tasks" => tasks = Some(r.obj(v)?),
+            "resources" => r.note(
+                v,
+                "resources: ignored (rt-app creates them as events name them)",
+            ),
+            _ => {
+                return Err(r.at(
+                    v,
+                    format!("unknown key {k:?}: expected tasks, global or resources"),
+                ))
+            }
+        }
+    }
+    let tasks = tasks.ok_or_else(|| whole("expected a \"tasks\" object, found none".into()))?;
+    let threads = read_tasks(&mut r, &tasks, &global, b.topology())?;
+    let endless = build(&mut b, threads)?;
+    match global.duration_s {
+        Some(s) => {
+            b.run_ns(s.saturating_mul(1_000_000_000));
+        }
+        None if endless => r.notes.push(format!(
+            "{}: duration -1 and a thread loops for ever: the run stops at run_ms",
+            file.display()
+        )),
+        None => {
+            b.run_ns(3_600_000_000_000);
+        }
+    }
+    b.figure("migrations", Figure::Migrations { tasks: vec![] });
+    b.figure(
+        "moves",
+        Figure::Moves {
+            tasks: vec![],
+            reasons: vec![],
+            while_running: vec![],
+        },
+    );
+    b.common(&mut params).map_err(|e| whole(e.0))?;
+    let used = params.finish(&stem).map_err(|e| whole(e.0))?;
+    let mut s = b.build(used);
+    s.notes = r.notes;
+    Ok(s)
+}
+
+/// What `global` says that the run uses.
+#[derive(Default)]
+struct Global {
+    /// `None`: -1, until every thread ends.
+    duration_s: Option<u64>,
+    default_policy: Option<String>,
+}
+
+fn read_global<'a>(r: &mut Reader<'a>, v: &'a RawValue) -> Res<Global> {
+    let mut g = Global::default();
+    for (k, v) in r.obj(v)?.0 {
+        match k.as_str() {
+            "duration" => {
+                let d = r.int(v)?;
+                g.duration_s = match d {
+                    -1 => None,
+                    d if d > 0 => Some(d as u64),
+                    d => return Err(r.at(v, format!("expected -1 or a duration in s, found {d}"))),
+                };
+            }
+            "default_policy" => g.default_policy = Some(r.string(v)?),
+            "calibration" => r.note(
+                v,
+                "calibration: ignored; a run event is work at the simulated CPU's speed",
+            ),
+            "pi_enabled" => {
+                if r.parse::<bool>(v, "true or false")? {
+                    r.note(v, "pi_enabled: no priority inheritance is modelled");
+                }
+            }
+            k if LOGGING.contains(&k) => {}
+            _ => {
+                return Err(r.at(
+                    v,
+                    format!("unknown global key {k:?}: expected duration, default_policy, calibration, pi_enabled or a logging key"),
+                ))
+            }
+        }
+    }
+    Ok(g)
+}
+
+/// One thread object, read.
+struct Thread {
+    name: String,
+    instances: u32,
+    spec: TaskSpec,
+    cpus: Option<CpuSet>,
+    /// The program of one instance; `unique` timers are named per instance
+    /// when the instances are made.
+    program: Vec<Op>,
+    /// It loops for ever.
+    endless: bool,
+}
+
+/// The scheduling properties of a thread or a phase.
+#[derive(Default, Clone, PartialEq)]
+struct Sched {
+    policy: Option<String>,
+    priority: Option<i64>,
+    cpus: Option<Vec<usize>>,
+}
+
+fn read_tasks<'a>(
+    r: &mut Reader<'a>,
+    tasks: &Obj<'a>,
+    g: &Global,
+    topo: &Topology,
+) -> Res<Vec<Thread>> {
+    let names: Vec<&str> = tasks.0.iter().map(|(k, _)| k.as_str()).collect();
+    let mut out = Vec::new();
+    for (name, v) in &tasks.0 {
+        let t = read_thread(r, name, v, g, topo, &names)?;
+        out.push(t);
+    }
+    // Barriers wait for every reference times its thread's instances.
+    let mut users: BTreeMap<String, u32> = BTreeMap::new();
+    for t in &out {
+        count_barriers(&t.program, t.instances, &mut users);
+    }
+    for t in &mut out {
+        set_barriers(&mut t.program, &users);
+    }
+    Ok(out)
+}
+
+fn count_barriers(ops: &[Op], instances: u32, users: &mut BTreeMap<String, u32>) {
+    for op in ops {
+        match op {
+            Op::Barrier { barrier, .. } => *users.entry(barrier.clone()).or_default() += instances,
+            Op::Loop { body, .. } => count_barriers(body, instances, users),
+            _ => {}
+        }
+    }
+}
+
+fn set_barriers(ops: &mut [Op], users: &BTreeMap<String, u32>) {
+    for op in ops {
+        match op {
+            Op::Barrier { barrier, n } => *n = users.get(barrier).copied().unwrap_or(1),
+            Op::Loop { body, .. } => set_barriers(body, users),
+            _ => {}
+        }
+    }
+}
+
+/// A loop count: -1 (or any negative) is for ever.
+fn times(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+fn read_thread<'a>(
+    r: &mut Reader<'a>,
+    name: &str,
+    v: &'a RawValue,
+    g: &Global,
+    topo: &Topology,
+    names: &[&str],
+) -> Res<Thread> {
+    let obj = r.obj(v)?;
+    let mut sched = Sched::default();
+    let (mut instances, mut delay, mut thread_loop) = (1u32, 0u64, None);
+    let mut phases = None;
+    for (k, v) in &obj.0 {
+        match k.as_str() {
+            "instance" => {
+                let n = r.int(v)?;
+                instances = u32::try_from(n)
+                    .ok()
+                    .filter(|&n| n <= 4096)
+                    .ok_or_else(|| r.at(v, format!("expected 0 to 4096 instances, found {n}")))?;
+            }
+            "delay" => delay = r.us(v)?,
+            "loop" => thread_loop = Some(r.int(v)?),
+            "phases" => phases = Some(r.obj(v)?),
+            _ => {}
+        }
+    }
+    let mut ph = Vec::new();
+    let endless;
+    match phases {
+        Some(p) => {
+            for (k, v) in &obj.0 {
+                if !read_property(r, k, v, &mut sched)? && !is_thread_key(k) {
+                    return Err(r.at(v, format!("{k:?} in thread {name:?}: events go inside its phases when it has phases")));
+                }
+            }
+            for (_, pv) in &p.0 {
+                let pobj = r.obj(pv)?;
+                ph.push(read_phase(r, &pobj, Some(&sched), names, name)?.0);
+            }
+            let n = thread_loop.unwrap_or(-1);
+            endless = n < 0;
+            ph = vec![Op::Loop {
+                n: times(n),
+                body: ph,
+            }];
+        }
+        None => {
+            let (phase, own) = read_phase(r, &obj, None, names, name)?;
+            sched = own;
+            // A `loop` key loops the one phase; without one, the thread
+            // loops for ever (parse_task_data()).
+            endless = thread_loop.is_none();
+            ph = vec![Op::Loop {
+                n: if endless { u64::MAX } else { 1 },
+                body: vec![phase],
+            }];
+        }
+    }
+    let (spec, cpus) = class(r, v, &sched, g, topo)?;
+    let mut program = Vec::new();
+    if delay > 0 {
+        program.push(Op::Sleep(delay));
+    }
+    program.extend(ph);
+    Ok(Thread {
+        name: name.to_string(),
+        instances,
+        spec,
+        cpus,
+        program,
+        endless,
+    })
+}
+
+fn is_thread_key(k: &str) -> bool {
+    matches!(k, "instance" | "delay" | "loop" | "phases")
+}
+
+/// Reads a scheduling or ignored property into `s`: `true` if `k` is one.
+fn read_property<'a>(r: &mut Reader<'a>, k: &str, v: &'a RawValue, s: &mut Sched) -> Res<bool> {
+    match k {
+        "policy" => s.policy = Some(r.string(v)?),
+        "priority" => s.priority = Some(r.int(v)?),
+        "cpus" => s.cpus = Some(r.parse(v, "an array of CPU numbers")?),
+        "taskgroup" => r.note(v, "warning: taskgroup ignored (no cgroups are modelled)"),
+        "util_min" | "util_max" | "nodes_membind" | "membind_nodes" => {
+            r.note(v, &format!("{k}: ignored (not modelled)"))
+        }
+        // Only SCHED_DEADLINE reads them, and it is refused.
+        "dl-runtime" | "dl-period" | "dl-deadline" => {}
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// A phase: its events in order, repeated its `loop`, and its scheduling
+/// properties. `thread` is the thread's scheduling, which a phase may
+/// repeat but not change (`None`: the thread is its one phase).
+fn read_phase<'a>(
+    r: &mut Reader<'a>,
+    obj: &Obj<'a>,
+    thread: Option<&Sched>,
+    names: &[&str],
+    me: &str,
+) -> Res<(Op, Sched)> {
+    let mut body = Vec::new();
+    let mut n = 1i64;
+    let mut own = Sched::default();
+    for (k, v) in &obj.0 {
+        if let Some(ev) = EVENTS.iter().find(|e| k.starts_with(**e)) {
+            event(r, ev, v, names, me, &mut body)?;
+        } else if k == "loop" {
+            n = r.int(v)?;
+        } else if read_property(r, k, v, &mut own)? {
+            if let Some(t) = thread {
+                let differs = (own.policy.is_some() && own.policy != t.policy)
+                    || (own.priority.is_some() && own.priority != t.priority)
+                    || (own.cpus.is_some() && own.cpus != t.cpus);
+                if differs {
+                    return Err(r.at(v, format!("{k} in a phase, unlike its thread's: a simulated thread's class and affinity are fixed")));
+                }
+            }
+        } else if thread.is_some() || !is_thread_key(k) {
+            return Err(r.at(
+                v,
+                format!(
+                    "unknown key {k:?}: expected an event ({}) or loop, cpus, policy, priority",
+                    EVENTS.join(", ")
+                ),
+            ));
+        }
+    }
+    if body.is_empty() {
+        let first = obj.0.first().map(|(_, v)| *v);
+        let msg = "expected at least one event in a phase, found none".to_string();
+        return Err(match first {
+            Some(v) => r.at(v, msg),
+            None => ReadError {
+                file: r.file.to_path_buf(),
+                line: None,
+                column: None,
+                message: format!("thread {me:?}: {msg}"),
+            },
+        });
+    }
+    Ok((Op::Loop { n: times(n), body }, own))
+}
+
+/// A `{ref, mutex}` object's two names (rt-app's default for both:
+/// `"unknown"`).
+fn ref_mutex<'a>(r: &Reader<'a>, v: &'a RawValue) -> Res<(String, String)> {
+    let (mut re, mut mutex) = ("unknown".to_string(), "unknown".to_string());
+    for (k, x) in r.obj(v)?.0 {
+        match k.as_str() {
+            "ref" => re = r.string(x)?,
+            "mutex" => mutex = r.string(x)?,
+            _ => return Err(r.at(x, format!("unknown key {k:?}: expected ref or mutex"))),
+        }
+    }
+    Ok((re, mutex))
+}
+
+fn event<'a>(
+    r: &mut Reader<'a>,
+    ev: &str,
+    v: &'a RawValue,
+    names: &[&str],
+    me: &str,
+    out: &mut Vec<Op>,
+) -> Res<()> {
+    let lock = |l: &str| Op::Lock { lock: l.into() };
+    let unlock = |l: &str| Op::Unlock { lock: l.into() };
+    let wait = |c: &str, l: &str| Op::CondWait {
+        cond: c.into(),
+        lock: Some(l.into()),
+    };
+    let task_named = |r: &Reader<'a>, what: &str| -> Res<String> {
+        let n = r.string(v)?;
+        let n = if n.is_empty() && what == "suspend" {
+            me.to_string()
+        } else {
+            n
+        };
+        if !names.contains(&n.as_str()) {
+            return Err(r.at(
+                v,
+                format!(
+                    "{what} names {n:?}, which is no task: expected one of {}",
+                    names.join(", ")
+                ),
+            ));
+        }
+        Ok(n)
+    };
+    match ev {
+        "run" => out.push(Op::Run(r.us(v)?)),
+        "runtime" => out.push(Op::RunFor(r.us(v)?)),
+        "sleep" => out.push(Op::Sleep(r.us(v)?)),
+        "mem" | "iorun" => {
+            let bytes = u64::try_from(r.int(v)?)
+                .map_err(|_| r.at(v, "expected a size in bytes, 0 or more".into()))?;
+            r.note(
+                v,
+                &format!("{ev}: run for {bytes} B at {MEM_BYTES_PER_NS} B/ns (an estimate)"),
+            );
+            out.push(Op::Run(bytes / MEM_BYTES_PER_NS));
+        }
+        "lock" => out.push(lock(&r.string(v)?)),
+        "unlock" => out.push(unlock(&r.string(v)?)),
+        "signal" => out.push(Op::CondSignal { cond: r.string(v)? }),
+        "broad" => out.push(Op::CondBroadcast { cond: r.string(v)? }),
+        "wait" => {
+            let (c, m) = ref_mutex(r, v)?;
+            out.push(wait(&c, &m));
+        }
+        "sync" => {
+            let (c, m) = ref_mutex(r, v)?;
+            out.push(Op::CondSignal { cond: c.clone() });
+            out.push(wait(&c, &m));
+        }
+        "suspend" => {
+            let n = task_named(r, "suspend")?;
+            out.extend([lock(&n), wait(&n, &n), unlock(&n)]);
+        }
+        "resume" => {
+            let n = task_named(r, "resume")?;
+            out.extend([lock(&n), Op::CondBroadcast { cond: n.clone() }, unlock(&n)]);
+        }
+        "timer" => out.push(timer(r, v, me)?),
+        "yield" => out.push(Op::Yield),
+        "barrier" => out.push(Op::Barrier {
+            barrier: r.string(v)?,
+            n: 0,
+        }),
+        "fork" => out.push(Op::Spawn {
+            program: task_named(r, "fork")?,
+        }),
+        _ => unreachable!("EVENTS lists {ev}"),
+    }
+    Ok(())
+}
+
+/// Marks a per-thread timer's name, replaced by the instance's own.
+const UNIQUE: &str = "\u{0}unique:";
+
+fn timer<'a>(r: &Reader<'a>, v: &'a RawValue, me: &str) -> Res<Op> {
+    let (mut re, mut period, mut absolute) = ("unknown".to_string(), 0, false);
+    for (k, x) in r.obj(v)?.0 {
+        match k.as_str() {
+            "ref" => re = r.string(x)?,
+            "period" => period = r.us(x)?,
+            "mode" => {
+                absolute = match r.string(x)?.as_str() {
+                    "absolute" => true,
+                    "relative" => false,
+                    m => return Err(r.at(x, format!("expected relative or absolute, found {m:?}"))),
+                }
+            }
+            _ => {
+                return Err(r.at(
+                    x,
+                    format!("unknown key {k:?}: expected ref, period or mode"),
+                ))
+            }
+        }
+    }
+    if re.starts_with("unique") {
+        re = format!("{UNIQUE}{me}:{re}");
+    }
+    Ok(Op::Timer {
+        timer: re,
+        period,
+        absolute,
+    })
+}
+
+/// The thread's class and affinity, from its own keys and the global
+/// default policy.
+fn class<'a>(
+    r: &Reader<'a>,
+    v: &'a RawValue,
+    s: &Sched,
+    g: &Global,
+    topo: &Topology,
+) -> Res<(TaskSpec, Option<CpuSet>)> {
+    let policy = s
+        .policy
+        .clone()
+        .or_else(|| g.default_policy.clone())
+        .unwrap_or_else(|| "SCHED_OTHER".into());
+    let spec = match policy.as_str() {
+        "SCHED_OTHER" => {
+            let nice = s.priority.unwrap_or(0);
+            if !(-20..=19).contains(&nice) {
+                return Err(r.at(
+                    v,
+                    format!("expected a SCHED_OTHER priority (nice) in -20..19, found {nice}"),
+                ));
+            }
+            TaskSpec::fair(nice as i8)
+        }
+        "SCHED_FIFO" | "SCHED_RR" => {
+            let p = s.priority.unwrap_or(10);
+            if !(1..=99).contains(&p) {
+                return Err(r.at(v, format!("expected an RT priority in 1..99, found {p}")));
+            }
+            TaskSpec::rt(p as u8)
+        }
+        "SCHED_DEADLINE" | "SCHED_IDLE" => {
+            return Err(r.at(
+                v,
+                format!("{policy}: not modelled (SCHED_OTHER, SCHED_FIFO and SCHED_RR are)"),
+            ))
+        }
+        p => {
+            return Err(r.at(
+                v,
+                format!("unknown policy {p:?}: expected SCHED_OTHER, SCHED_FIFO or SCHED_RR"),
+            ))
+        }
+    };
+    let n = topo.num_cpus();
+    let cpus = match &s.cpus {
+        None => None,
+        Some(list) => {
+            let mut set = CpuSet::new();
+            for &c in list {
+                if c >= n {
+                    return Err(r.at(
+                        v,
+                        format!(
+                            "cpus: expected CPUs below {n} on {}, found {c}",
+                            topo.name()
+                        ),
+                    ));
+                }
+                set.insert(CpuId::new(c));
+            }
+            if set.is_empty() {
+                return Err(r.at(v, "cpus: expected at least one CPU, found []".into()));
+            }
+            Some(set)
+        }
+    };
+    Ok((spec, cpus))
+}
+
+/// Puts every thread's instances into `b`; `true` when one loops for ever.
+fn build(b: &mut Builder, threads: Vec<Thread>) -> Res<bool> {
+    let all = *b.topology().cpus();
+    let mut endless = false;
+    for t in &threads {
+        b.program(&t.name, per_instance(&t.program, &t.name));
+    }
+    for t in threads {
+        for i in 0..t.instances {
+            let name = if t.instances == 1 {
+                t.name.clone()
+            } else {
+                format!("{}-{i}", t.name)
+            };
+            let set = t.cpus.unwrap_or(all);
+            let first = set.iter().next().map_or(0, |c| c.index());
+            let program = per_instance(&t.program, &name);
+            b.task(&name, first, t.cpus, t.spec, program).start_in(set);
+            endless |= t.endless;
+        }
+    }
+    Ok(endless)
+}
+
+/// The program with its `unique` timers named for `who`.
+fn per_instance(ops: &[Op], who: &str) -> Vec<Op> {
+    ops.iter()
+        .map(|op| match op {
+            Op::Timer {
+                timer,
+                period,
+                absolute,
+            } if timer.starts_with(UNIQUE) => Op::Timer {
+                timer: format!("{who}/{}", &timer[UNIQUE.len()..]),
+                period: *period,
+                absolute: *absolute,
+            },
+            Op::Loop { n, body } => Op::Loop {
+                n: *n,
+                body: per_instance(body, who),
+            },
+            op => op.clone(),
+        })
+        .collect()
+}
