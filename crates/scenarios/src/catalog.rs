@@ -16,6 +16,7 @@ pub const CATALOG: &[(&str, &str)] = &[
     ("leaving", "7 counted wakes from a thread, then 8 after it begins leaving: the task stays home"),
     ("cs_spinners", "seed-004's selftest on smt-2x2: one SMT pair cookied, two CPU-bound spinners on each sibling; resched_ipis_per_cpu_per_s (`cookies=false`: the control)"),
     ("many_pairs", "`pairs` request/reply pairs (default one per CPU), unpinned, started side by side: the simulator's scale case (epyc-2s-384: 768 tasks)"),
+    ("schbench", "schbench's default mode: `message_threads` (1) each waking `workers` (one per CPU) that sleep `sleep_us` (100) then multiply matrices (`operations` 5, `footprint_kb` 256); wakeup_p50_us, wakeup_p99_us, request_p99_us, rps"),
     ("hackbench", "rt-tests' hackbench in pipe mode: `groups` (10) of `fds` (20) senders each writing `datasize` (100) B to every receiver of the group, `loops` (100) times; total_ms, what it prints as Time"),
     ("indep_wakes", "a task woken at random by pinned wakers in two LLCs, parked at every wake: moves per counted wake against 1/(2^(k+1)-2)"),
 ];
@@ -38,6 +39,10 @@ pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, 
         "many_pairs" => many_pairs(&mut b, &mut p)?,
         "cs_spinners" => cs_spinners(&mut b, &mut p, topo.is_none())?,
         "hackbench" => crate::field::hackbench(&mut b, &mut p, (10, 20, 100))?,
+        "schbench" => {
+            let cpus = b.topology().num_cpus() as u64;
+            crate::field::schbench(&mut b, &mut p, (1, cpus), "wakeup_p99_us")?
+        }
         other if rows::find(other).is_some() => {
             rows::build(rows::find(other).expect("checked"), &mut b, &mut p)?
         }

@@ -1,5 +1,7 @@
 //! Workloads from the field, built in: `hackbench` (rt-tests'
-//! `hackbench.c`, the pipe mode every LKML scheduler patch quotes).
+//! `hackbench.c`, the pipe mode every LKML scheduler patch quotes) and
+//! `schbench` (Chris Mason's `schbench.c`, the wakeup-latency benchmark of
+//! the EEVDF and cache-aware-scheduling threads).
 //!
 //! ## hackbench
 //!
@@ -22,6 +24,36 @@
 //! `mode = process` and `mode = thread` run alike until the model has
 //! processes (a process's own address space and data: the warmth issue),
 //! and the parameter is kept so a scenario can already say which it means.
+
+//! ## schbench
+//!
+//! What `schbench -m M -t T -s S -n N -F F` does in its default mode
+//! (`message_thread()`, `run_msg_thread()`, `msg_and_wait()`,
+//! `worker_thread()`, `do_work()` of schbench.c):
+//!
+//! * each of `message_threads` message threads starts `workers` workers;
+//! * a worker puts itself on its message thread's list, posts the message
+//!   thread's futex and waits on its own; the message thread, woken, wakes
+//!   every worker on its list (stamping each with the wake's time) and
+//!   waits again. A woken worker's **wakeup latency** is the time from that
+//!   stamp to running again; then it sleeps `sleep_us` (schbench's
+//!   "simulated networking") and does `operations` naive matrix
+//!   multiplications over its `footprint_kb` cache footprint: the time
+//!   from before the sleep to the end of the work is its **request
+//!   latency**; each such loop is a request;
+//! * figures `wakeup_p50_us`, `wakeup_p99_us`, `request_p99_us`, and `rps`
+//!   (requests over the run's length).
+//!
+//! The list is a condition variable (joining it and posting the message
+//! thread's futex are one step, as schbench adds itself before it posts);
+//! each worker's footprint is its working set (and its message thread's,
+//! which the workers inherit it from). One multiplication of a
+//! `k`×`k` matrix (`k` = √(footprint / 24 B), schbench's `matrix_size`) is
+//! `k³` multiply-adds, charged at `ns_per_madd` (default 1 ns: an estimate
+//! for schbench's unoptimized inner loop). Left out: `do_work()`'s per-CPU
+//! spin lock (a worker spins on the lock of the CPU it runs on; it is
+//! contended only when a worker is preempted inside its work), and the RPS
+//! and pipe modes.
 
 use schedlab_sim::sched::TaskSpec;
 use schedlab_sim::{Figure, Op};
@@ -123,5 +155,115 @@ pub(crate) fn hackbench(b: &mut Builder, p: &mut Params, size: Size) -> Result<(
             metric: "total".into(),
         },
     );
+    Ok(())
+}
+
+/// schbench's size: `(message_threads, workers)` per message thread.
+pub(crate) type SchSize = (u64, u64);
+
+/// schbench in its default mode; `first` is the figure to list first (a
+/// suite row's).
+pub(crate) fn schbench(
+    b: &mut Builder,
+    p: &mut Params,
+    size: SchSize,
+    first: &str,
+) -> Result<(), ScenarioError> {
+    let m: u64 = p.get("message_threads", size.0)?;
+    let t: u64 = p.get("workers", size.1)?;
+    let sleep_us: u64 = p.get("sleep_us", 100)?;
+    let ops: u64 = p.get("operations", 5)?;
+    let footprint_kb: u64 = p.get("footprint_kb", 256)?;
+    let ns_per_madd: f64 = p.get("ns_per_madd", 1.0)?;
+    if m == 0 || t == 0 || m * t > 4000 {
+        return Err(ScenarioError(format!(
+            "schbench with {m} message threads of {t} workers: expected 1 to 4000 threads in all"
+        )));
+    }
+    if !(ns_per_madd.is_finite() && ns_per_madd >= 0.0) {
+        return Err(ScenarioError(format!(
+            "schbench ns_per_madd = {ns_per_madd}: expected a time of 0 or more"
+        )));
+    }
+    let k = ((footprint_kb * 1024 / 24) as f64).sqrt() as u64;
+    let work = (ops as f64 * (k * k * k) as f64 * ns_per_madd) as u64;
+    let all = *b.topology().cpus();
+    for j in 0..m {
+        let (list, post) = (format!("m{j}.list"), format!("m{j}.futex"));
+        let worker = format!("m{j}.worker");
+        b.program(
+            &worker,
+            vec![Op::Loop {
+                n: u64::MAX,
+                body: vec![
+                    futex_wake(&post, 1),
+                    Op::CondWait {
+                        cond: list.clone(),
+                        lock: None,
+                    },
+                    Op::WakeLap {
+                        metric: "wakeup".into(),
+                    },
+                    Op::LapStart {
+                        metric: "request".into(),
+                    },
+                    Op::Sleep(sleep_us * 1000),
+                    Op::Run(work),
+                    lap("request"),
+                    Op::Count {
+                        metric: "requests".into(),
+                        n: 1,
+                    },
+                ],
+            }],
+        );
+        let mut prog: Vec<Op> = (0..t)
+            .map(|_| Op::Spawn {
+                program: worker.clone(),
+            })
+            .collect();
+        prog.push(repeat(
+            u64::MAX,
+            vec![Op::CondBroadcast { cond: list }, futex_wait(&post)],
+        ));
+        b.task(&format!("msg{j}"), 0, None, TaskSpec::fair(0), prog)
+            .start_in(all);
+        // Spawned workers inherit it (the message thread's own is small,
+        // but it runs little).
+        b.spec.tasks.last_mut().expect("just added").working_set = footprint_kb * 1024;
+    }
+    b.run_ns(200_000_000);
+    let figures = [
+        (
+            "wakeup_p50_us",
+            Figure::LapP50Us {
+                metric: "wakeup".into(),
+            },
+        ),
+        (
+            "wakeup_p99_us",
+            Figure::LapP99Us {
+                metric: "wakeup".into(),
+            },
+        ),
+        (
+            "request_p99_us",
+            Figure::LapP99Us {
+                metric: "request".into(),
+            },
+        ),
+        (
+            "rps",
+            Figure::PerSecond {
+                metric: "requests".into(),
+            },
+        ),
+    ];
+    for (n, f) in figures.iter().filter(|(n, _)| *n == first) {
+        b.figure(n, f.clone());
+    }
+    for (n, f) in figures.iter().filter(|(n, _)| *n != first) {
+        b.figure(n, f.clone());
+    }
     Ok(())
 }

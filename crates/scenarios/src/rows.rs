@@ -40,6 +40,10 @@
 //! * `hackbench.pipe.gN`: rt-tests' hackbench in pipe mode (the `hackbench`
 //!   built-in, `crate::field`) at a size the default machine runs in a few
 //!   simulated milliseconds: N groups of 20 fds; ms, what it prints as Time.
+//! * `schbench.m1.wakeup_p99`, `schbench.m2.t4.wakeup_p99`: schbench's
+//!   default mode (the `schbench` built-in) with one message thread and a
+//!   worker per CPU, or two of four workers each (half the machine), for
+//!   200 ms: the workers' wakeup latency p99, µs.
 //! * `wake.periodic.idle`, `time.sleep_late.10ms`: one thread sleeps 1 ms
 //!   (100 times) or 10 ms (20 times) on an idle machine; how late it
 //!   wakes, µs (p50).
@@ -125,6 +129,8 @@ pub const ROWS: &[Row] = &[
     row("tail.timer", "µs", Lower, "200 µs sleeps of 16 threads beside 8 spinners: how late they wake, p99"),
     row("hackbench.pipe.g1", "ms", Lower, "hackbench -p: 1 group of 20 senders and 20 receivers, 50 loops of 100 B: Time"),
     row("hackbench.pipe.g4", "ms", Lower, "hackbench -p: 4 groups (160 threads), 25 loops: Time"),
+    row("schbench.m1.wakeup_p99", "µs", Lower, "schbench: 1 message thread waking a worker per CPU: wakeup latency p99"),
+    row("schbench.m2.t4.wakeup_p99", "µs", Lower, "schbench: 2 message threads of 4 workers (half the machine): wakeup latency p99"),
 ];
 
 /// The row named `name`.
@@ -254,6 +260,11 @@ pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), Scen
     match r.name {
         "hackbench.pipe.g1" => crate::field::hackbench(b, p, (1, 20, 50))?,
         "hackbench.pipe.g4" => crate::field::hackbench(b, p, (4, 20, 25))?,
+        "schbench.m1.wakeup_p99" => {
+            let cpus = b.topology().num_cpus() as u64;
+            crate::field::schbench(b, p, (1, cpus), "wakeup_p99_us")?
+        }
+        "schbench.m2.t4.wakeup_p99" => crate::field::schbench(b, p, (2, 4), "wakeup_p99_us")?,
         n if n.starts_with("ipc.reqrep.") => {
             let bytes = size(n);
             let rounds: u64 = p.get("rounds", if bytes >= 65536 { 200 } else { 400 })?;

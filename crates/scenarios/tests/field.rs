@@ -70,3 +70,57 @@ fn hackbench_rejects_what_it_cannot_run() {
         assert!(e.is_some(), "{bad} must be an error");
     }
 }
+
+/// schbench: every worker is spawned and serves requests; a request takes
+/// at least its sleep and its work; the wakeup latency is measured from
+/// the message thread's wake, so with idle CPUs to spare its median is a
+/// wake-to-run time, µs, not a request's ms; and rps is the requests over
+/// the run.
+#[test]
+fn schbench_measures_wake_to_run_and_requests() {
+    let s = catalog::build(
+        "schbench",
+        None,
+        params(&["message_threads=2", "workers=3", "run_ms=100"]),
+    )
+    .unwrap();
+    // The work of one request: 5 multiplications of 104 x 104 (256 KiB
+    // over 24 B per element pair), 1 ns per multiply-add.
+    let work_ns = 5 * 104u64.pow(3);
+    for seed in 1..=3 {
+        let o = Sim::new(&s.spec, seed).run();
+        let workers = o.tasks.keys().filter(|n| n.contains(".m")).count();
+        assert_eq!(
+            workers,
+            6,
+            "seed {seed}: 2 x 3 workers: {:?}",
+            o.tasks.keys()
+        );
+        let req = &o.laps["request"];
+        let min = *req.iter().min().unwrap();
+        assert!(
+            min >= work_ns + 100_000,
+            "seed {seed}: a request is its 100 µs sleep and {work_ns} ns of work at least, found {min}"
+        );
+        let wake = &o.laps["wakeup"];
+        assert!(
+            wake.len() >= req.len(),
+            "seed {seed}: a wakeup before every request"
+        );
+        let fig = |n: &str| {
+            let f = &s.figures.iter().find(|(k, _)| k == n).unwrap().1;
+            f.compute(&o)
+        };
+        let p50 = fig("wakeup_p50_us");
+        assert!(
+            p50 > 0.5 && p50 < 50.0,
+            "seed {seed}: 8 threads on 16 CPUs wake in µs: p50 {p50} µs"
+        );
+        let rps = fig("rps");
+        let want = o.counts["requests"] as f64 / (o.end_ns as f64 / 1e9);
+        assert!(
+            (rps - want).abs() < 1e-6,
+            "seed {seed}: rps {rps} = requests over the run {want}"
+        );
+    }
+}
