@@ -58,9 +58,12 @@
 //!   `nodes_membind` with a note; `pi_enabled` with a note (no priority
 //!   inheritance).
 //!
-//! rt-app's JSON may carry C comments (json-c reads them); they are blanked
-//! before parsing, so every error still names the file's own line and
-//! column. Any other key is an error naming it, never skipped.
+//! rt-app's JSON may carry C comments and trailing commas (json-c reads
+//! both); they are blanked before parsing, so every error still names the
+//! file's own line and column. The legacy `resources` section is read for
+//! what it changes (a `signal` resource's `target` condition). An unknown
+//! `global` key is noted (rt-app ignores it); any other unknown key is an
+//! error naming it, never skipped.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -129,6 +132,9 @@ struct Reader<'a> {
     text: &'a str,
     file: &'a Path,
     notes: Vec<String>,
+    /// rt-app's legacy `resources` section: a `signal` or `broadcast`
+    /// resource names the condition (`target`) its events wake.
+    targets: BTreeMap<String, String>,
 }
 
 type Res<T> = Result<T, ReadError>;
@@ -181,6 +187,11 @@ impl<'a> Reader<'a> {
     fn string(&self, v: &'a RawValue) -> Res<String> {
         self.parse(v, "a string")
     }
+
+    /// The condition a signal names: its legacy resource's target, if any.
+    fn target(&self, name: String) -> String {
+        self.targets.get(&name).cloned().unwrap_or(name)
+    }
 }
 
 /// Blanks C comments (`/* */`, `//`) to spaces, keeping every newline, so
@@ -198,7 +209,42 @@ fn strip_comments(text: &str) -> Result<String, String> {
             *o = b'\n';
         }
     }
+    blank_trailing_commas(&mut out);
     String::from_utf8(out).map_err(|e| format!("not UTF-8 after comments: {e}"))
+}
+
+/// Blanks a comma that only whitespace separates from a closing `}` or
+/// `]`: json-c, which rt-app reads with, accepts one there (rt-app's own
+/// examples have them); serde_json does not.
+fn blank_trailing_commas(b: &mut [u8]) {
+    let (mut in_string, mut escaped) = (false, false);
+    let mut comma: Option<usize> = None;
+    for i in 0..b.len() {
+        let c = b[i];
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => {
+                in_string = true;
+                comma = None;
+            }
+            b',' => comma = Some(i),
+            b'}' | b']' => {
+                if let Some(j) = comma.take() {
+                    b[j] = b' ';
+                }
+            }
+            c if c.is_ascii_whitespace() => {}
+            _ => comma = None,
+        }
+    }
 }
 
 /// Loads an rt-app file onto `topology`; `params` are the common ones.
@@ -241,6 +287,7 @@ pub fn load_str(
         text: &clean,
         file,
         notes: Vec::new(),
+        targets: BTreeMap::new(),
     };
     let stem = file
         .file_stem()
@@ -249,14 +296,13 @@ pub fn load_str(
     let mut b = Builder::new(&stem, topology);
     let mut global = Global::default();
     let mut tasks = None;
+    // The `tasks` object is read last, after `global` and `resources`
+    // wherever the file puts them.
     for (k, v) in &root.0 {
         match k.as_str() {
             "global" => global = read_global(&mut r, v)?,
             "tasks" => tasks = Some(r.obj(v)?),
-            "resources" => r.note(
-                v,
-                "resources: ignored (rt-app creates them as events name them)",
-            ),
+            "resources" => read_resources(&mut r, v)?,
             _ => {
                 return Err(r.at(
                     v,
@@ -327,15 +373,60 @@ fn read_global<'a>(r: &mut Reader<'a>, v: &'a RawValue) -> Res<Global> {
                 }
             }
             k if LOGGING.contains(&k) => {}
-            _ => {
-                return Err(r.at(
-                    v,
-                    format!("unknown global key {k:?}: expected duration, default_policy, calibration, pi_enabled or a logging key"),
-                ))
-            }
+            // rt-app ignores a global key it does not know; say so.
+            _ => r.note(
+                v,
+                &format!("global key {k:?}: unknown to rt-app's current grammar, ignored"),
+            ),
         }
     }
     Ok(g)
+}
+
+/// The legacy `resources` section: every resource is made as events name
+/// it, but a `signal`/`broadcast` resource's `target` is the condition its
+/// events wake (rt-app's `init_signal_resource()`).
+fn read_resources<'a>(r: &mut Reader<'a>, v: &'a RawValue) -> Res<()> {
+    if r.int(v).is_ok() {
+        r.note(v, "resources: a count of mutexes, made as events name them");
+        return Ok(());
+    }
+    for (name, rv) in r.obj(v)?.0 {
+        let mut target = None;
+        for (k, x) in r.obj(rv)?.0 {
+            match k.as_str() {
+                "type" => {
+                    let t = r.string(x)?;
+                    let known = [
+                        "mutex",
+                        "wait",
+                        "signal",
+                        "broadcast",
+                        "sync",
+                        "sleep",
+                        "run",
+                        "timer",
+                        "barrier",
+                    ];
+                    if !known.contains(&t.as_str()) {
+                        return Err(r.at(
+                            x,
+                            format!(
+                                "unknown resource type {t:?}: expected one of {}",
+                                known.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                "target" => target = Some(r.string(x)?),
+                _ => return Err(r.at(x, format!("unknown key {k:?}: expected type or target"))),
+            }
+        }
+        if let Some(t) = target {
+            r.targets.insert(name, t);
+        }
+    }
+    Ok(())
 }
 
 /// One thread object, read.
@@ -496,8 +587,9 @@ fn read_property<'a>(r: &mut Reader<'a>, k: &str, v: &'a RawValue, s: &mut Sched
         "util_min" | "util_max" | "nodes_membind" | "membind_nodes" => {
             r.note(v, &format!("{k}: ignored (not modelled)"))
         }
-        // Only SCHED_DEADLINE reads them, and it is refused.
-        "dl-runtime" | "dl-period" | "dl-deadline" => {}
+        // Only SCHED_DEADLINE reads them (and the legacy `period`,
+        // `deadline`), and it is refused.
+        "dl-runtime" | "dl-period" | "dl-deadline" | "period" | "deadline" => {}
         _ => return Ok(false),
     }
     Ok(true)
@@ -530,6 +622,11 @@ fn read_phase<'a>(
                     return Err(r.at(v, format!("{k} in a phase, unlike its thread's: a simulated thread's class and affinity are fixed")));
                 }
             }
+        } else if matches!(k.as_str(), "exec" | "lock_order" | "resources") {
+            return Err(r.at(
+                v,
+                format!("{k:?}: rt-app's first grammar (exec, period, lock_order, resources per thread) is not read; write the thread as events (run, sleep, lock, wait, signal, ...)"),
+            ));
         } else if thread.is_some() || !is_thread_key(k) {
             return Err(r.at(
                 v,
@@ -617,8 +714,12 @@ fn event<'a>(
         }
         "lock" => out.push(lock(&r.string(v)?)),
         "unlock" => out.push(unlock(&r.string(v)?)),
-        "signal" => out.push(Op::CondSignal { cond: r.string(v)? }),
-        "broad" => out.push(Op::CondBroadcast { cond: r.string(v)? }),
+        "signal" => out.push(Op::CondSignal {
+            cond: r.target(r.string(v)?),
+        }),
+        "broad" => out.push(Op::CondBroadcast {
+            cond: r.target(r.string(v)?),
+        }),
         "wait" => {
             let (c, m) = ref_mutex(r, v)?;
             out.push(wait(&c, &m));

@@ -181,10 +181,7 @@ fn err(text: &str) -> String {
 #[test]
 fn bad_files_are_errors_with_their_place() {
     let cases: &[(&str, &str)] = &[
-        (
-            "{\n \"tasks\": { \"a\": { \"run\": 10, } }\n}",
-            "bad.json:2:",
-        ),
+        ("{\n \"tasks\": { \"a\": { \"run\" 10 } }\n}", "bad.json:2:"),
         (
             "{ \"tasks\": {\n  \"a\": { \"external_workload\": {} }\n} }",
             "bad.json:2:31: unknown key \"external_workload\"",
@@ -246,4 +243,35 @@ proptest! {
             prop_assert!(e.starts_with("near.json"), "{}", e);
         }
     }
+}
+
+/// rt-app's own examples carry trailing commas and the legacy `resources`
+/// section, where a `signal` resource names the condition it wakes.
+#[test]
+fn legacy_resources_route_a_signal_to_its_target() {
+    let text = r#"{
+        "tasks": {
+            "tick": { "loop": 20, "run": 100, "lock": "m", "signal": "trig", "unlock": "m", "sleep": 1000, },
+            "tock": { "loop": 20, "lock": "m", "wait": { "ref": "cv", "mutex": "m" }, "unlock": "m", "run": 50, },
+        },
+        "resources": { "m": { "type": "mutex" }, "cv": { "type": "wait" }, "trig": { "type": "signal", "target": "cv" }, },
+        "global": { "duration": -1, "frag": 1, },
+    }"#;
+    let o = run(text, "legacy.json", 1);
+    let w = wakes(&o);
+    let n = w.get(&key("tock", Some("tick"))).copied().unwrap_or(0);
+    assert!(
+        n >= 20,
+        "each signal of trig wakes tock, waiting on cv: {w:?}"
+    );
+    assert!(
+        o.tasks["tock"].exited_at.is_some(),
+        "tock ran its 20 rounds"
+    );
+    let s = load(text, "legacy.json").unwrap();
+    assert!(
+        s.notes.iter().any(|n| n.contains("\"frag\"")),
+        "an unknown global key is noted: {:?}",
+        s.notes
+    );
 }
