@@ -71,7 +71,16 @@ mod trace;
 /// schedlab: a multi-core CPU scheduler and a deterministic simulator of
 /// real machine shapes that measures it.
 #[derive(Parser, Debug)]
-#[command(name = "schedlab", version, about, long_about = None)]
+#[command(
+    name = "schedlab",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 done; 1 a check the command makes failed (--check-determinism); \
+2 bad input or usage (the message names the file, line and column); \
+3 a run stalled: tasks blocked for ever, a program spinning without spending time, \
+or a full task table (`run` prints what waits on what; --allow-stall exits 0)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,6 +111,9 @@ pub enum Failure {
     Input(String),
     /// A check the command makes failed: exit 1.
     Check(String),
+    /// A run stalled (tasks blocked for ever, the watchdog, a full task
+    /// table): exit 3.
+    Stall(String),
 }
 
 /// The `schedlab` command with the built-in policies.
@@ -137,6 +149,10 @@ pub fn main_with(registry: Registry) -> ExitCode {
         Err(Failure::Check(msg)) => {
             eprintln!("schedlab: {msg}");
             ExitCode::from(1)
+        }
+        Err(Failure::Stall(msg)) => {
+            eprintln!("schedlab: {msg}");
+            ExitCode::from(3)
         }
     }
 }

@@ -57,6 +57,9 @@ pub struct RunArgs {
     /// Name the built-in scenarios.
     #[arg(long)]
     list: bool,
+    /// Exit 0 though a run stalled (its report still prints).
+    #[arg(long)]
+    allow_stall: bool,
 }
 
 #[derive(Args, Debug)]
@@ -107,6 +110,9 @@ struct ShardResult {
     value: String,
     seed: u64,
     figures: Vec<f64>,
+    /// The run stalled (its figures are what it measured until then).
+    #[serde(default)]
+    stalled: bool,
 }
 
 const SHARD_FORMAT: &str = "schedlab-sweep-shard/1";
@@ -129,15 +135,14 @@ pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, 
     } else if c.scenario.ends_with(".json") {
         let topo = schedlab_scenarios::topology(c.topology.as_deref().unwrap_or("amd-2x8"))
             .map_err(|e| Failure::Input(e.0))?;
-        let s = schedlab_scenarios::rtapp::load(Path::new(&c.scenario), topo, p)
-            .map_err(|e| Failure::Input(e.to_string()))?;
-        for n in &s.notes {
-            eprintln!("note: {n}");
-        }
-        s
+        schedlab_scenarios::rtapp::load(Path::new(&c.scenario), topo, p)
+            .map_err(|e| Failure::Input(e.to_string()))?
     } else {
         catalog::build(&c.scenario, c.topology.as_deref(), p).map_err(|e| Failure::Input(e.0))?
     };
+    for n in &s.notes {
+        eprintln!("note: {n}");
+    }
     s.spec.fixed_order = c.fixed_order;
     Ok(s)
 }
@@ -217,10 +222,20 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
                        "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu})
             })
             .collect();
+        let stalls: Vec<Value> = outs
+            .iter()
+            .filter_map(|o| {
+                o.stall.as_ref().map(|st| {
+                    let mut v = serde_json::to_value(st).expect("plain data");
+                    v["seed"] = json!(o.seed);
+                    v
+                })
+            })
+            .collect();
         let v = json!({"scenario": s.name, "topology": s.spec.topology.name(), "policy": policy,
-                       "params": s.params, "runs": runs});
+                       "params": s.params, "runs": runs, "stalls": stalls});
         say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
-        return Ok(());
+        return stalled(&outs, a.allow_stall);
     }
     say!(
         "{} on {} ({policy}), params: {}",
@@ -250,6 +265,24 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
             o.counters["wakes.flagged"],
             o.counters["ipi.kick"]
         );
+    }
+    stalled(&outs, a.allow_stall)
+}
+
+/// Each stalled run's report on stderr; exit 3 when one stalled, unless
+/// `allow`.
+fn stalled(outs: &[Outcome], allow: bool) -> Result<(), Failure> {
+    let n = outs.iter().filter(|o| o.stall.is_some()).count();
+    for o in outs {
+        if let Some(st) = &o.stall {
+            eprintln!("seed {}: {st}", o.seed);
+        }
+    }
+    if n > 0 && !allow {
+        return Err(Failure::Stall(format!(
+            "{n} of {} run(s) stalled (exit 3; --allow-stall accepts them)",
+            outs.len()
+        )));
     }
     Ok(())
 }
@@ -346,10 +379,12 @@ pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
         |&(v, seed)| {
             let s = &scenarios[v];
             let o = Sim::new(&s.spec, seed).run();
-            s.figures
+            let f = s
+                .figures
                 .iter()
                 .map(|(_, f)| f.compute(&o))
-                .collect::<Vec<f64>>()
+                .collect::<Vec<f64>>();
+            (f, o.stall.is_some())
         },
         || bar.inc(1),
     );
@@ -372,10 +407,11 @@ pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
         results: work
             .iter()
             .zip(results)
-            .map(|(&(v, seed), figures)| ShardResult {
+            .map(|(&(v, seed), (figures, stalled))| ShardResult {
                 value: values[v].clone(),
                 seed,
                 figures,
+                stalled,
             })
             .collect(),
     };
@@ -480,13 +516,14 @@ fn print_sweep(f: &ShardFile, json: bool) -> Result<(), Failure> {
             )));
         }
         let per_seed: Vec<Vec<f64>> = runs.iter().map(|r| r.figures.clone()).collect();
-        rows.push((v, aggregate(&per_seed, &f.figures)));
+        let stalled: Vec<u64> = runs.iter().filter(|r| r.stalled).map(|r| r.seed).collect();
+        rows.push((v, aggregate(&per_seed, &f.figures), stalled));
     }
     let key = &f.param;
     if json {
         let out: Vec<Value> = rows
             .iter()
-            .map(|(v, agg)| {
+            .map(|(v, agg, stalled)| {
                 let figs: serde_json::Map<String, Value> = f
                     .figures
                     .iter()
@@ -498,7 +535,7 @@ fn print_sweep(f: &ShardFile, json: bool) -> Result<(), Failure> {
                         )
                     })
                     .collect();
-                json!({"value": v, "figures": figs})
+                json!({"value": v, "figures": figs, "stalled_seeds": stalled})
             })
             .collect();
         let v = json!({"scenario": f.scenario, "param": key, "seeds": f.seeds, "rows": out});
@@ -515,12 +552,21 @@ fn print_sweep(f: &ShardFile, json: bool) -> Result<(), Failure> {
         say_part!(" {n:>24}");
     }
     say!("");
-    for (v, agg) in &rows {
+    for (v, agg, _) in &rows {
         say_part!("{v:>10}");
         for (t, m, nz) in agg {
             say_part!(" {:>24}", format!("{} / {} / {nz}", fmt(*t), fmt(*m)));
         }
         say!("");
+    }
+    for (v, _, stalled) in rows.iter().filter(|r| !r.2.is_empty()) {
+        say!(
+            "{key}={v}: {} of {} runs stalled (seeds {}); `schedlab run {} --seed S` prints the report",
+            stalled.len(),
+            f.seeds,
+            stalled.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            f.scenario
+        );
     }
     Ok(())
 }

@@ -97,19 +97,33 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
         a.jobs.unwrap_or_else(crate::pool::all_cores),
         |&(s, seed)| {
             let sc = &scenarios[s];
-            sc.figures[0].1.compute(&Sim::new(&sc.spec, seed).run())
+            let o = Sim::new(&sc.spec, seed).run();
+            (sc.figures[0].1.compute(&o), o.stall.is_some())
         },
         || bar.inc(1),
     );
     bar.finish_and_clear();
     let n = a.seeds as usize;
+    let side = |k: usize| -> (Vec<f64>, Vec<u64>) {
+        let runs = &values[k * n..(k + 1) * n];
+        let stalled = (1..=a.seeds)
+            .zip(runs)
+            .filter(|(_, r)| r.1)
+            .map(|(s, _)| s)
+            .collect();
+        (runs.iter().map(|r| r.0).collect(), stalled)
+    };
     let results: Vec<RowResult> = rows
         .iter()
         .enumerate()
-        .map(|(i, &row)| RowResult {
-            row,
-            base: values[(2 * i) * n..(2 * i + 1) * n].to_vec(),
-            head: values[(2 * i + 1) * n..(2 * i + 2) * n].to_vec(),
+        .map(|(i, &row)| {
+            let ((base, sb), (head, sh)) = (side(2 * i), side(2 * i + 1));
+            RowResult {
+                row,
+                base,
+                head,
+                stalled: [sb, sh],
+            }
         })
         .collect();
     if let Some(path) = &a.csv {
@@ -127,7 +141,8 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
                 json!({"row": r.row.name, "unit": r.row.unit, "direction": r.row.direction.name(),
                        "base_median": r.base_median(), "head_median": r.head_median(),
                        "ratio": r.ratio(), "resolves": r.resolves(), "p": r.p(),
-                       "head_better": r.head_better(), "base": r.base, "head": r.head})
+                       "head_better": r.head_better(), "base": r.base, "head": r.head,
+                       "stalled_seeds": {"base": r.stalled[0], "head": r.stalled[1]}})
             })
             .collect();
         let v = json!({"topology": a.topology, "base": a.base, "head": a.head, "seeds": a.seeds,
@@ -166,6 +181,18 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
             sig(r.base_median()),
             sig(r.head_median()),
             r.ratio()
+        );
+    }
+    for r in results
+        .iter()
+        .filter(|r| r.stalled.iter().any(|s| !s.is_empty()))
+    {
+        say!(
+            "{}: stalled runs, base seeds {:?}, head seeds {:?} (`schedlab run {} --seed S` prints the report)",
+            r.row.name,
+            r.stalled[0],
+            r.stalled[1],
+            r.row.name
         );
     }
     say!(

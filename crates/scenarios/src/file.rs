@@ -64,20 +64,20 @@ use schedlab_topology::{parse_cpulist, CpuSet};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::{Builder, Params, Scenario};
+use crate::{check, Builder, Params, Scenario};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileSpec {
     name: Option<String>,
-    run_ms: Option<u64>,
+    run_ms: Option<Spanned<u64>>,
     idle_depth: Option<u8>,
     topology: TopologySpec,
     #[serde(default)]
     policy: PolicySpec,
     cost: Option<CostModel>,
     #[serde(default)]
-    programs: BTreeMap<String, Vec<Op>>,
+    programs: BTreeMap<String, Spanned<Vec<Op>>>,
     #[serde(default)]
     task: Vec<TaskFile>,
     #[serde(default)]
@@ -102,13 +102,13 @@ struct TaskFile {
     mask: Option<Spanned<String>>,
     /// A cpulist: start on one of these CPUs, drawn from the run's seed.
     start_in: Option<Spanned<String>>,
-    nice: Option<i8>,
+    nice: Option<Spanned<i8>>,
     rt: Option<u8>,
-    slice_ns: Option<u64>,
+    slice_ns: Option<Spanned<u64>>,
     /// Core-scheduling cookie; any nonzero cookie turns core scheduling on.
     cookie: Option<u64>,
     working_set: Option<u64>,
-    program: Vec<Op>,
+    program: Spanned<Vec<Op>>,
 }
 
 // No deny_unknown_fields here: serde cannot combine it with `flatten`;
@@ -157,8 +157,14 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
     let n = topo.num_cpus();
     let name = spec.name.clone().unwrap_or(stem);
     let mut b = Builder::new(&name, topo);
-    if let Some(ms) = spec.run_ms {
-        b.run_ns(ms * 1_000_000);
+    if let Some(ms) = &spec.run_ms {
+        if *ms.get_ref() == 0 {
+            return Err(at(
+                ms.span().start,
+                "expected run_ms of 1 or more, found 0".into(),
+            ));
+        }
+        b.run_ns(ms.get_ref().saturating_mul(1_000_000));
     }
     if let Some(d) = spec.idle_depth {
         b.idle_depth(d);
@@ -194,8 +200,26 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
     if let Some(p) = pol.protect_on_repick {
         b.config().fair.protect_on_repick = p;
     }
+    let programs: BTreeMap<String, Vec<Op>> = spec
+        .programs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+        .collect();
     for (pname, ops) in &spec.programs {
-        b.program(pname, ops.clone());
+        check::check_ops(ops.get_ref(), &programs)
+            .map_err(|m| at(ops.span().start, format!("program {pname:?}: {m}")))?;
+        b.program(pname, ops.get_ref().clone());
+    }
+    if let Some(cycle) = check::spawn_cycle(&programs) {
+        let off = spec.programs[&cycle[0]].span().start;
+        return Err(at(
+            off,
+            format!(
+                "spawn recursion with no bound: {} spawns {:?} again; no spawn is conditional, so it would never end",
+                cycle.join(" -> "),
+                cycle[0]
+            ),
+        ));
     }
     if spec.task.is_empty() {
         return Err(whole("expected at least one [[task]], found none".into()));
@@ -245,7 +269,7 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
                 Some(set)
             }
         };
-        let mut ts = match (t.rt, t.nice) {
+        let mut ts = match (t.rt, &t.nice) {
             (Some(_), Some(_)) => {
                 return Err(whole(format!(
                     "task {:?}: expected nice or rt, found both",
@@ -259,16 +283,34 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
                     t.name
                 )))
             }
-            (None, nice) => TaskSpec::fair(nice.unwrap_or(0).clamp(-20, 19)),
+            (None, None) => TaskSpec::fair(0),
+            (None, Some(nice)) => {
+                let v = *nice.get_ref();
+                if !(-20..=19).contains(&v) {
+                    return Err(at(
+                        nice.span().start,
+                        format!("expected nice in -20..19, found {v}"),
+                    ));
+                }
+                TaskSpec::fair(v)
+            }
         };
-        ts.slice_ns = t.slice_ns;
+        if let Some(sl) = &t.slice_ns {
+            if *sl.get_ref() == 0 {
+                return Err(at(
+                    sl.span().start,
+                    "expected slice_ns of 1 or more, found 0".into(),
+                ));
+            }
+            ts.slice_ns = Some(*sl.get_ref());
+        }
         ts.cookie = t.cookie.unwrap_or(0);
         if ts.cookie != 0 {
             b.config().core_sched = true;
         }
-        check_program(&t.program, &spec.programs)
-            .map_err(|m| whole(format!("task {:?}: {m}", t.name)))?;
-        b.task(&t.name, cpu, mask, ts, t.program.clone());
+        check::check_ops(t.program.get_ref(), &programs)
+            .map_err(|m| at(t.program.span().start, format!("task {:?}: {m}", t.name)))?;
+        b.task(&t.name, cpu, mask, ts, t.program.get_ref().clone());
         if let Some(ws) = t.working_set {
             b.spec.tasks.last_mut().expect("just added").working_set = ws;
         }
@@ -281,25 +323,16 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
     }
     b.common(&mut params).map_err(|e| whole(e.0))?;
     let used = params.finish(&name).map_err(|e| whole(e.0))?;
-    Ok(b.build(used))
-}
-
-fn check_program(ops: &[Op], programs: &BTreeMap<String, Vec<Op>>) -> Result<(), String> {
-    for op in ops {
-        match op {
-            Op::Spawn { program } if !programs.contains_key(program) => {
-                return Err(format!(
-                    "spawn names program {program:?}, which [programs] does not define"
-                ));
-            }
-            Op::Loop { body, .. } => check_program(body, programs)?,
-            Op::RandomSleep { min, max } if min > max => {
-                return Err(format!(
-                    "random_sleep: expected min <= max, found {min} > {max}"
-                ));
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+    let all = spec
+        .task
+        .iter()
+        .map(|t| t.program.get_ref().as_slice())
+        .chain(programs.values().map(Vec::as_slice));
+    let notes = check::unserved_ports(all)
+        .into_iter()
+        .map(|p| format!("{}: warning: port {p:?} is called and served by no program: each call waits for ever", file.display()))
+        .collect();
+    let mut s = b.build(used);
+    s.notes = notes;
+    Ok(s)
 }

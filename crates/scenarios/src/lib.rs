@@ -22,6 +22,7 @@ use schedlab_sim::{CostModel, Figure, Op, PolicyRef, Registry, SimSpec, TaskDef}
 use schedlab_topology::{preset, CpuId, CpuSet, Topology};
 
 pub mod catalog;
+pub mod check;
 mod field;
 pub mod file;
 pub mod rows;
@@ -173,6 +174,7 @@ impl Builder {
                 keep_log: false,
                 keep_events: false,
                 fixed_order: false,
+                max_tasks: 4096,
             },
             figures: Vec::new(),
             spawn_named: false,
@@ -299,6 +301,8 @@ impl Builder {
         self.spec.config.fair.protect_on_repick = por;
         let run_ms: u64 = p.get("run_ms", self.spec.run_ns / 1_000_000)?;
         self.spec.run_ns = run_ms * 1_000_000;
+        let m: usize = p.get("max_tasks", self.spec.max_tasks)?;
+        self.spec.max_tasks = m;
         let d: u8 = p.get("idle_depth", self.spec.idle_depth)?;
         self.spec.idle_depth = d;
         if p.is_set("cost") {

@@ -21,6 +21,9 @@ pub struct RowResult {
     /// Per seed, in seed order.
     pub base: Vec<f64>,
     pub head: Vec<f64>,
+    /// The seeds whose run stalled, per side (their values are what the
+    /// run measured until then).
+    pub stalled: [Vec<u64>; 2],
 }
 
 impl RowResult {

@@ -53,6 +53,11 @@ impl Port {
 
     /// `server` takes the next request, if any, and watches the port from
     /// now on.
+    /// The thread that serves it, once one has.
+    pub fn server(&self) -> Option<TaskId> {
+        self.watcher
+    }
+
     pub fn serve(&mut self, server: TaskId) -> Option<(TaskId, u64, CpuId)> {
         self.watcher = Some(server);
         self.requests.pop_front()
@@ -256,6 +261,11 @@ impl Barrier {
     pub fn generation(&self) -> u64 {
         self.generation
     }
+
+    /// Arrivals of the current round.
+    pub fn arrived(&self) -> u32 {
+        self.arrived
+    }
 }
 
 /// A periodic timer: when it next expires, once first used.
@@ -329,6 +339,39 @@ impl Objects {
 
     pub fn timer(&mut self, name: &str) -> TimerId {
         TimerId(intern(&mut self.names[6], &mut self.timers, name))
+    }
+
+    /// The name programs gave object `i` of kind `k` (the order of
+    /// `names`: port, pipe, futex, lock, cond, barrier, timer).
+    fn name_of(&self, k: usize, i: u32) -> &str {
+        self.names[k]
+            .iter()
+            .find(|(_, &v)| v == i)
+            .map_or("?", |(n, _)| n.as_str())
+    }
+
+    pub fn port_name(&self, id: PortId) -> &str {
+        self.name_of(0, id.0)
+    }
+
+    pub fn pipe_name(&self, id: PipeId) -> &str {
+        self.name_of(1, id.0)
+    }
+
+    pub fn futex_name(&self, id: FutexId) -> &str {
+        self.name_of(2, id.0)
+    }
+
+    pub fn lock_name(&self, id: LockId) -> &str {
+        self.name_of(3, id.0)
+    }
+
+    pub fn cond_name(&self, id: CondId) -> &str {
+        self.name_of(4, id.0)
+    }
+
+    pub fn barrier_name(&self, id: BarrierId) -> &str {
+        self.name_of(5, id.0)
     }
 }
 

@@ -33,6 +33,94 @@ pub struct Outcome {
     /// Every task's name by its id.
     pub task_names: BTreeMap<u32, String>,
     pub topology: Option<Topology>,
+    /// Why the run could not go on, when it could not.
+    pub stall: Option<Stall>,
+}
+
+/// A run that could not go on: tasks blocked for ever, a program that
+/// spins without spending time, or a full task table.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Stall {
+    pub cause: StallCause,
+    /// At the end, each task that had not exited and what it waited on.
+    pub waits: Vec<Wait>,
+    /// Tasks whose waits form a cycle (each waits on the next, the last on
+    /// the first), when they do.
+    pub cycle: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StallCause {
+    /// Nothing was left to happen at `at_ns` while tasks had not exited.
+    Blocked { at_ns: u64 },
+    /// `task` ran `instructions` instructions without spending time (the
+    /// watchdog), at op `op`.
+    Watchdog {
+        task: String,
+        instructions: usize,
+        op: String,
+    },
+    /// `program` was to start a task past the table's room for
+    /// `max_tasks` spawned tasks.
+    TaskTable { program: String, max_tasks: usize },
+}
+
+/// One task's wait at the end of a stalled run.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Wait {
+    pub task: String,
+    /// What it waits on, e.g. `lock "a" (held by t2)` or `runnable`.
+    pub on: String,
+    /// The tasks that could end the wait (a lock's holder, a joined
+    /// child, a port's server), when the wait names any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub on_tasks: Vec<String>,
+}
+
+impl std::fmt::Display for Stall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.cause {
+            StallCause::Blocked { at_ns } => write!(
+                f,
+                "stalled at {:.3} ms: nothing left to happen, {} task(s) blocked for ever",
+                *at_ns as f64 / 1e6,
+                self.waits.len()
+            )?,
+            StallCause::Watchdog {
+                task,
+                instructions,
+                op,
+            } => write!(
+                f,
+                "stalled: {task} ran {instructions} instructions without spending time (at {op}): a loop whose body takes no time?"
+            )?,
+            StallCause::TaskTable { program, max_tasks } => write!(
+                f,
+                "stalled: program {program:?} spawned more than {max_tasks} tasks: raise max_tasks (--param max_tasks=N) or bound the recursion"
+            )?,
+        }
+        const SHOWN: usize = 12;
+        for w in self.waits.iter().take(SHOWN) {
+            write!(f, "\n  {} waits on {}", w.task, w.on)?;
+        }
+        if self.waits.len() > SHOWN {
+            write!(
+                f,
+                "\n  ... and {} more (--json lists all)",
+                self.waits.len() - SHOWN
+            )?;
+        }
+        if !self.cycle.is_empty() {
+            write!(
+                f,
+                "\n  the waits form a cycle: {} -> {}",
+                self.cycle.join(" -> "),
+                self.cycle[0]
+            )?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Default)]

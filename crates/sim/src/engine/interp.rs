@@ -19,6 +19,7 @@ use schedlab_topology::{CpuId, Level};
 use super::code::{Instr, MetricId, ProgId};
 use super::{Engine, Ev, SegKind};
 use crate::objects::{Arrival, BarrierId, CondId, FutexId, LockId, PipeId, PipeStep, PortId};
+use crate::outcome::StallCause;
 
 /// What a blocked task waits for, re-checked each time it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,9 +193,19 @@ impl<P: Policy> Engine<P> {
                 }
             }
         }
-        panic!(
-            "{task:?} ran {STEP_LIMIT} instructions without spending time: a program with an empty loop?"
-        );
+        // The watchdog: a program that takes no time would hold the
+        // simulated clock still for ever. The run stops with a report.
+        let st = self.task(task);
+        let op = st
+            .code
+            .get(st.pc)
+            .map_or("the end".into(), |i| format!("{i:?}"));
+        let name = st.name.clone();
+        self.halt = Some(StallCause::Watchdog {
+            task: name,
+            instructions: STEP_LIMIT,
+            op,
+        });
     }
 
     fn next_op(&mut self, task: TaskId) {
@@ -596,10 +607,25 @@ impl<P: Policy> Engine<P> {
         let (pname, code) = self.code.programs[prog.0 as usize].clone();
         let st = self.task(task);
         let (spec, ws) = (st.spec, st.working_set);
-        let name = format!("{}.{pname}", st.name);
-        let s = self.sched[cpu.index()]
-            .spawn(&self.sh, spec, self.now)
-            .expect("spawn");
+        // A thread its own program spawned again keeps its parent's name
+        // (numbered apart): recursion does not grow names.
+        let name =
+            if st.name.ends_with(&format!(".{pname}")) || st.name.contains(&format!(".{pname}#")) {
+                st.name.split('#').next().unwrap_or(&st.name).to_string()
+            } else {
+                format!("{}.{pname}", st.name)
+            };
+        let s = match self.sched[cpu.index()].spawn(&self.sh, spec, self.now) {
+            Ok(s) => s,
+            Err(_) => {
+                // The table is full: the run stops with a report.
+                self.halt = Some(StallCause::TaskTable {
+                    program: pname,
+                    max_tasks: self.max_tasks,
+                });
+                return false;
+            }
+        };
         let (child, fx) = (s.task, s.effects);
         self.add_task(child, &name, code, ws, spec);
         self.task(child).parent = Some(task);

@@ -72,14 +72,15 @@ use schedlab_topology::{CpuId, CpuSet, Topology};
 use crate::cost::CostModel;
 use crate::events::PrevState;
 use crate::objects::Objects;
-use crate::outcome::Recorder;
 pub use crate::outcome::{Outcome, TaskOutcome};
+use crate::outcome::{Recorder, StallCause};
 use crate::policy::PolicyRef;
 use crate::program::Op;
 
 mod code;
 mod interp;
 mod machine;
+mod stall;
 
 use code::{Code, Instr};
 use interp::{SimTask, Tasks};
@@ -127,6 +128,10 @@ pub struct SimSpec {
     pub keep_events: bool,
     /// Ties among simultaneous events in insertion order, not by the RNG.
     pub fixed_order: bool,
+    /// Room in the task table for this many tasks started by `spawn`
+    /// over the run (beyond `tasks`); one more stops the run with a
+    /// stall report.
+    pub max_tasks: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -233,6 +238,9 @@ pub struct Engine<P: Policy> {
     fixed_order: bool,
     rec: Recorder,
     live: usize,
+    /// Set when the run cannot go on (the watchdog, a full task table).
+    halt: Option<StallCause>,
+    max_tasks: usize,
 }
 
 impl<P: Policy> Engine<P> {
@@ -240,7 +248,7 @@ impl<P: Policy> Engine<P> {
     /// `seed`. (`Sim::new` runs the policy `spec` names.)
     pub fn new(spec: &SimSpec, seed: u64, policy: P) -> Engine<P> {
         let n = spec.topology.num_cpus();
-        let max_tasks = spec.tasks.len() + 4096;
+        let max_tasks = spec.tasks.len() + spec.max_tasks;
         let sh = Shared::new(spec.topology.clone(), spec.config, max_tasks);
         let sched = CpuSched::for_machine(&sh, policy);
         let hw = (0..n).map(|_| HwCpu::default()).collect();
@@ -274,6 +282,8 @@ impl<P: Policy> Engine<P> {
             fixed_order: spec.fixed_order,
             rec: Recorder::new(seed, &spec.topology, spec.keep_log, spec.keep_events),
             live: 0,
+            halt: None,
+            max_tasks: spec.max_tasks,
         };
         if sim.cost.tick_skew {
             let tick = sim.sh.config().fair.tick_ns.max(1);
@@ -370,9 +380,11 @@ impl<P: Policy> Engine<P> {
 
     /// Runs to the end; returns what it measured.
     pub fn run(mut self) -> Outcome {
+        let mut drained = true;
         while let Some(Queued { when, ev }) = self.queue.pop() {
             let at = (when >> 64) as u64;
-            if at > self.run_ns || self.live == 0 {
+            if at > self.run_ns || self.live == 0 || self.halt.is_some() {
+                drained = false;
                 break;
             }
             self.now = at;
@@ -387,11 +399,17 @@ impl<P: Policy> Engine<P> {
                 }
             }
         }
+        // Nothing left to happen, and tasks have not exited: they never
+        // will.
+        if drained && self.live > 0 && self.halt.is_none() {
+            self.halt = Some(StallCause::Blocked { at_ns: self.now });
+        }
         self.finish()
     }
 
     fn finish(mut self) -> Outcome {
         let end = self.now.min(self.run_ns);
+        let stall = self.halt.take().map(|c| self.stall_report(c));
         let mut c = schedlab_sched::Counters::default();
         for s in &self.sched {
             c.add(s.counters());
@@ -426,7 +444,9 @@ impl<P: Policy> Engine<P> {
                 self.rec.out.counts.insert(name.clone(), c);
             }
         }
-        self.rec.finish(end)
+        let mut out = self.rec.finish(end);
+        out.stall = stall;
+        out
     }
 
     fn event(&mut self, ev: Ev) {
