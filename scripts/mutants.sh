@@ -30,6 +30,7 @@ declare -A what=(
   [sis-no-depth]="linux: select_idle_cpu() ignores SIS_UTIL's scan depth"
   [fork-stays-local]="linux: sched_balance_find_dst_group() never leaves the local group"
   [cond-wake-anonymous]="rt-app: a condition variable's signal names no waker"
+  [switch-unaccounted]="accounting: a switch is charged to the CPU, not to its task"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")

@@ -7,6 +7,9 @@
 //! ```text
 //! SCHEDLAB_PIN=write cargo test -p schedlab-scenarios --test pinned
 //! ```
+//!
+//! Each is also run twice in one process at the first seed (the same
+//! stream both times), and none may stall.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -41,6 +44,20 @@ fn hashes() -> String {
             };
             for seed in SEEDS {
                 let o = Sim::new(&s.spec, seed).run();
+                assert!(
+                    o.stall.is_none(),
+                    "{name} {policy} seed {seed}: a built-in stalled: {}",
+                    o.stall.as_ref().unwrap()
+                );
+                if seed == SEEDS[0] {
+                    // Run twice in one process: one seed, one stream.
+                    let again = Sim::new(&s.spec, seed).run();
+                    assert_eq!(
+                        (o.trace_hash, o.events),
+                        (again.trace_hash, again.events),
+                        "{name} {policy} seed {seed}: two runs of one seed differ"
+                    );
+                }
                 writeln!(
                     out,
                     "{name} {policy} {seed} {:016x} {}",

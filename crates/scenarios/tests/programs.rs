@@ -231,3 +231,38 @@ fn a_same_at_figure_with_an_unknown_level_is_an_error() {
         "expected an error naming the bad level and the choices, got: {msg}"
     );
 }
+
+/// The accounting sums (DESIGN 9), asserted from the outcome so they hold
+/// in release too: per CPU, busy + idle is the run's length; the tasks'
+/// CPU time is the CPUs' busy time. Scenarios with preemption, switches,
+/// SMT siblings and core scheduling.
+#[test]
+fn accounting_sums_hold() {
+    for name in [
+        "cs_spinners",
+        "fair.nice",
+        "tail.timer",
+        "hackbench.pipe.g1",
+        "schbench.m2.t4.wakeup_p99",
+    ] {
+        let p = Params::parse(&["run_ms=30".to_string()]).unwrap();
+        let s = schedlab_scenarios::catalog::build(name, None, p).unwrap();
+        for seed in 1..=2 {
+            let o = Sim::new(&s.spec, seed).run();
+            for (c, (b, i)) in o.busy_ns.iter().zip(&o.idle_ns).enumerate() {
+                assert_eq!(
+                    b + i,
+                    o.end_ns,
+                    "{name} seed {seed}: cpu{c} busy {b} + idle {i} is not the run's {} ns",
+                    o.end_ns
+                );
+            }
+            let busy: u64 = o.busy_ns.iter().sum();
+            let tasks: u64 = o.tasks.values().map(|t| t.cpu_ns).sum();
+            assert_eq!(
+                busy, tasks,
+                "{name} seed {seed}: CPUs busy {busy} ns, tasks ran {tasks} ns"
+            );
+        }
+    }
+}

@@ -26,7 +26,11 @@ pub struct Outcome {
     /// Per task name: migrations, moves with their times and reasons, exit
     /// time, final CPU, CPU time.
     pub tasks: BTreeMap<String, TaskOutcome>,
+    /// Per CPU: time in segments (a task's work, its block path, a
+    /// switch; passes are charged inside them), and time without one.
+    /// They sum to the run's length.
     pub busy_ns: Vec<u64>,
+    pub idle_ns: Vec<u64>,
     pub log: Vec<String>,
     /// The event log, when the spec asked for it.
     pub event_log: Vec<Event>,

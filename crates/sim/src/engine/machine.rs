@@ -45,6 +45,10 @@ pub(crate) struct HwCpu {
     pub kick_pending: bool,
     pub timer: Option<u64>,
     pub busy_ns: u64,
+    /// Time with no segment (idle, or in a pass between segments).
+    pub idle_ns: u64,
+    /// Its time is accounted up to here: segments follow one another.
+    pub accounted_to: u64,
     /// Until then the CPU is still switching to idle (busy for its sibling).
     pub idle_switch_until: u64,
 }
@@ -103,9 +107,24 @@ impl<P: Policy> Engine<P> {
         }
     }
 
+    /// Accounts `seg` on `cpu` up to `until`: its time is busy, the gap
+    /// since the CPU's last segment idle. Segments of one CPU never
+    /// overlap (checked with the invariants).
     pub(super) fn account(&mut self, cpu: CpuId, seg: &Segment, until: u64) {
         let ns = until.saturating_sub(seg.start);
-        self.hw[cpu.index()].busy_ns += ns;
+        let h = &mut self.hw[cpu.index()];
+        if self.check {
+            assert!(
+                seg.start >= h.accounted_to && until >= seg.start,
+                "accounting: a segment of {cpu:?} from {} to {until} overlaps its last, which ended at {} (seed {})",
+                seg.start,
+                h.accounted_to,
+                self.rec.out.seed
+            );
+        }
+        h.idle_ns += seg.start.saturating_sub(h.accounted_to);
+        h.accounted_to = until.max(h.accounted_to);
+        h.busy_ns += ns;
         if let Some(t) = self.tasks.get_mut(&seg.task) {
             t.cpu_ns += ns;
         }
