@@ -75,7 +75,7 @@ fn load(args: &TopoArgs) -> Result<Topology, Failure> {
     from_sysfs(&root).map_err(bad)
 }
 
-/// `{"name", "cpus": N, "nodes": [{"id", "llcs": [{"index", "cores": [[cpu, ..], ..]}]}]}`
+/// `{"name", "cpus": N, "nodes": [{"id", "llcs": [{"index", "llc_bytes", "cores": [[cpu, ..], ..]}]}]}`
 pub fn to_json(t: &Topology) -> serde_json::Value {
     let nodes: Vec<_> =
         t.nodes()
@@ -91,13 +91,22 @@ pub fn to_json(t: &Topology) -> serde_json::Value {
                         .iter()
                         .map(|&c| t.cores()[c as usize].iter().map(|cpu| cpu.index()).collect())
                         .collect();
-                    json!({"index": llc.id.index(), "cpus": llc.cpus.to_string(), "cores": cores})
+                    json!({"index": llc.id.index(), "cpus": llc.cpus.to_string(), "llc_bytes": llc.bytes, "cores": cores})
                 })
                 .collect();
                 json!({"id": n.id, "cpus": n.cpus.to_string(), "llcs": llcs})
             })
             .collect();
     json!({"name": t.name(), "cpus": t.num_cpus(), "nodes": nodes})
+}
+
+/// A size in the largest binary unit that divides it.
+fn size(b: u64) -> String {
+    match b {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
 }
 
 /// The human form: one line per node, LLC and core.
@@ -127,10 +136,11 @@ pub fn tree(t: &Topology) -> String {
             let llc = &t.llcs()[l as usize];
             writeln!(
                 out,
-                "  llc {}  cpus {}  ({})",
+                "  llc {}  cpus {}  ({}, {})",
                 llc.id.index(),
                 llc.cpus,
-                plural(llc.cores.len(), "core")
+                plural(llc.cores.len(), "core"),
+                size(llc.bytes)
             )
             .unwrap();
             for &c in &llc.cores {

@@ -8,7 +8,7 @@
 //! CI runs a few hundred cases; a long run:
 //!
 //! ```sh
-//! PROPTEST_CASES=20000 cargo test --release -p schedlab-scenarios --test scenario_fuzz
+//! PROPTEST_CASES=20000 FUZZ_RUN_MS=50 cargo test --release -p schedlab-scenarios --test scenario_fuzz
 //! ```
 //!
 //! (release keeps the invariant checks: the spec asks for them below.)
@@ -146,7 +146,13 @@ fn task(n_cpus: usize) -> impl Strategy<Value = String> {
 }
 
 fn case() -> impl Strategy<Value = Case> {
-    topology().prop_flat_map(|(topo, n)| {
+    // Longer runs find more (FUZZ_RUN_MS=50 for a long run); CI keeps them
+    // short.
+    let max_ms: u64 = std::env::var("FUZZ_RUN_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    topology().prop_flat_map(move |(topo, n)| {
         (
             Just(topo),
             prop::collection::vec(task(n), 1..5),
@@ -155,7 +161,7 @@ fn case() -> impl Strategy<Value = Case> {
             any::<bool>(),
             (0u64..3000, 0u64..2000),
             prop::collection::vec(program(1), 2..3),
-            1u64..6,
+            1u64..max_ms.max(2),
         )
             .prop_map(|(topo, tasks, place, spawn, bal, (cs, sys), progs, run_ms)| {
                 let mut t = format!("run_ms = {run_ms}\n{topo}\n[policy]\nplacement = \"{place}\"\nspawn = \"{spawn}\"\nbalance = {bal}\n\n[cost]\ncontext_switch_ns = {cs}\nsyscall_ns = {sys}\n\n[programs]\n");

@@ -9,7 +9,12 @@ pub struct Preset {
     pub name: &'static str,
     pub doc: &'static str,
     pub shape: Shape,
+    /// Each LLC's size, and where it is from.
+    pub llc_bytes: u64,
+    pub llc_source: &'static str,
 }
+
+const MIB: u64 = 1 << 20;
 
 const fn shape(
     nodes: usize,
@@ -36,36 +41,50 @@ pub const PRESETS: &[Preset] = &[
         name: "amd-2x8",
         doc: "the seed's AMD bench: 16 CPUs, 2 LLCs (CCXs) of 4 cores x 2 threads, LLC 0 = cpu0-7, siblings 2k and 2k+1",
         shape: shape(1, 2, 4, 2, Siblings::Adjacent),
+        llc_bytes: 16 * MIB,
+        llc_source: "a Zen 2 CCX of 4 cores holds 16 MiB of L3 (AMD Ryzen 7 3700X: 32 MB L3 over its 2 CCXs, AMD's product page); the seed names no model, the shape is Zen 2's",
     },
     Preset {
         name: "t14",
         doc: "the seed's Lenovo T14 laptop: one LLC, 8 cores x 2 threads, siblings 2k and 2k+1",
         shape: shape(1, 1, 8, 2, Siblings::Adjacent),
+        llc_bytes: 16 * MIB,
+        llc_source: "a ThinkPad T14 Gen 3 AMD (Ryzen 7 PRO 6850U, one CCX of 8 cores): 16 MB L3 (AMD's product page); which T14 the seed used is an assumption",
     },
     Preset {
         name: "smt-2x2",
         doc: "the seed-004 QEMU guest (-smp 4,sockets=1,cores=2,threads=2): one LLC, 2 cores x 2 threads",
         shape: shape(1, 1, 2, 2, Siblings::Adjacent),
+        llc_bytes: 16 * MIB,
+        llc_source: "QEMU's legacy x86 cache description gives guests a 16 MiB L3 (target/i386/cpu.c, legacy_l3_cache); an assumption about the seed's guest",
     },
     Preset {
         name: "genoa-96",
         doc: "AMD EPYC 9654 (Genoa), one socket in NPS1: 12 CCDs of 8 cores x 2 threads, 192 CPUs, siblings N and N+96",
         shape: shape(1, 12, 8, 2, Siblings::Split),
+        llc_bytes: 32 * MIB,
+        llc_source: "EPYC 9654: 384 MB L3 over 12 CCDs, 32 MiB each (AMD's product page)",
     },
     Preset {
         name: "epyc-2s-384",
         doc: "two-socket AMD EPYC 9654: 2 nodes x 12 CCDs x 8 cores x 2 threads, 384 CPUs, siblings N and N+192",
         shape: shape(2, 12, 8, 2, Siblings::Split),
+        llc_bytes: 32 * MIB,
+        llc_source: "EPYC 9654: 32 MiB per CCD (AMD's product page)",
     },
     Preset {
         name: "spr-2s",
         doc: "two-socket Intel Xeon 8480+ (Sapphire Rapids): 2 nodes, one mesh LLC each of 56 cores x 2 threads, 224 CPUs, siblings N and N+112",
         shape: shape(2, 1, 56, 2, Siblings::Split),
+        llc_bytes: 105 * MIB,
+        llc_source: "Xeon Platinum 8480+: 105 MB L3 per socket, 1.875 MiB per core (Intel ARK)",
     },
     Preset {
         name: "max-1024",
         doc: "the library's limit, no real machine: 4 nodes x 16 LLCs x 8 cores x 2 threads = 1024 CPUs, Genoa-sized LLCs, siblings N and N+512",
         shape: shape(4, 16, 8, 2, Siblings::Split),
+        llc_bytes: 32 * MIB,
+        llc_source: "no real machine: Genoa-sized LLCs, 32 MiB",
     },
 ];
 
@@ -75,7 +94,8 @@ pub fn preset(name: &str) -> Option<Topology> {
     Some(
         p.shape
             .build(p.name)
-            .expect("every preset is a valid shape (tested)"),
+            .expect("every preset is a valid shape (tested)")
+            .with_llc_bytes(p.llc_bytes),
     )
 }
 

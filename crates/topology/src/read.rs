@@ -31,6 +31,9 @@
 //! default is `# CPU,Core,Socket,Node,,L1d,L1i,L2,L3`; the empty name between
 //! `Node` and `L1d` is a column every row leaves empty). A combined column
 //! such as `L1d:L1i:L2:L3` (from `lscpu -p=CPU,CORE,CACHE`) is split on `:`.
+//! `lscpu -p` gives no cache sizes: its LLCs get
+//! [`crate::topology::DEFAULT_LLC_BYTES`] (32 MiB), an assumption `topo`
+//! shows beside each LLC.
 //! The LLC is the `L3` column, else the highest `Ln` present (not `L1i`).
 //! Cache ids may be sparse; siblings may be numbered `N` and `N+ncores`;
 //! an empty `Node` is node 0. Without a header the default columns are
@@ -42,6 +45,9 @@
 //!
 //! ```toml
 //! name = "my-box"             # optional; default: the file's stem
+//! llc_bytes = 33554432        # optional: every LLC's size (default 32 MiB;
+//!                             # a preset's is sourced, sysfs reads each
+//!                             # cache's `size`, `lscpu -p` gives none)
 //!
 //! [shape]                     # either this ...
 //! nodes = 1
@@ -262,7 +268,7 @@ pub fn from_sysfs(root: &Path) -> Result<Topology, ReadError> {
     let llc_sets: Vec<CpuSet> = llcs.keys().copied().collect();
     let node_sets: Vec<(u32, CpuSet)> = nodes.iter().map(|(i, s, _)| (*i, *s)).collect();
     let name = format!("sysfs:{}", root.display());
-    Topology::from_groups(&name, &core_sets, &llc_sets, &node_sets).map_err(|e| {
+    let mut t = Topology::from_groups(&name, &core_sets, &llc_sets, &node_sets).map_err(|e| {
         fn holder<'a>(
             mut groups: impl Iterator<Item = (&'a CpuSet, &'a PathBuf)>,
             cpu: CpuId,
@@ -310,7 +316,34 @@ pub fn from_sysfs(root: &Path) -> Result<Topology, ReadError> {
             None,
             msg,
         )
-    })
+    })?;
+    // Each LLC's size: the `size` beside the `shared_cpu_list` it came
+    // from (a node standing for a missing cache keeps the default).
+    for k in 0..t.llcs().len() {
+        let cpus = t.llcs()[k].cpus;
+        let Some(size) = llcs.get(&cpus).map(|p| p.with_file_name("size")) else {
+            continue;
+        };
+        if size.is_file() {
+            let bytes = parse_cache_size(&read_text(&size)?).ok_or_else(|| {
+                ReadError::new(&size, Some(1), Some(1), "expected a cache size like 32768K")
+            })?;
+            t.set_llc_bytes(k, bytes);
+        }
+    }
+    Ok(t)
+}
+
+/// A sysfs cache size: `32768K`, `16M`, or bytes.
+fn parse_cache_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mul) = match t.as_bytes().last()? {
+        b'K' => (&t[..t.len() - 1], 1u64 << 10),
+        b'M' => (&t[..t.len() - 1], 1 << 20),
+        b'G' => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul).filter(|&b| b > 0)
 }
 
 /// The last-level cache of one CPU: level 3 if present, else the highest
@@ -645,6 +678,8 @@ pub struct TopologySpec {
     pub shape: Option<ShapeSpec>,
     #[serde(default)]
     pub node: Vec<NodeSpec>,
+    /// Every LLC's size in bytes (a preset's own, or 32 MiB, otherwise).
+    pub llc_bytes: Option<toml::Spanned<u64>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -692,6 +727,23 @@ impl TopologySpec {
         file: &Path,
         default_name: &str,
     ) -> Result<Topology, ReadError> {
+        let t = self.groups(text, file, default_name)?;
+        match &self.llc_bytes {
+            None => Ok(t),
+            Some(b) if *b.get_ref() == 0 => {
+                let (l, c) = line_column(text, b.span().start);
+                Err(ReadError::new(
+                    file,
+                    Some(l),
+                    Some(c),
+                    "expected llc_bytes of 1 or more, found 0",
+                ))
+            }
+            Some(b) => Ok(t.with_llc_bytes(*b.get_ref())),
+        }
+    }
+
+    fn groups(&self, text: &str, file: &Path, default_name: &str) -> Result<Topology, ReadError> {
         let at = |offset: usize, msg: String| {
             let (l, c) = line_column(text, offset);
             ReadError::new(file, Some(l), Some(c), msg)

@@ -109,7 +109,15 @@ pub struct Llc {
     pub cores: Vec<u16>,
     /// Ordinal into [`Topology::nodes`].
     pub node: u16,
+    /// Its capacity in bytes ([`DEFAULT_LLC_BYTES`] until a preset, sysfs
+    /// or a file says otherwise).
+    pub bytes: u64,
 }
+
+/// An LLC's size when the source gives none (`lscpu -p`, a bare shape):
+/// 32 MiB, a Zen 3/4 CCD's L3 (AMD's EPYC 9004 and Ryzen 5000 product
+/// pages). An assumption, said wherever it is used.
+pub const DEFAULT_LLC_BYTES: u64 = 32 << 20;
 
 /// A NUMA node and its LLCs.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -390,6 +398,7 @@ impl Topology {
                 cpus: *l,
                 cores: core_ids,
                 node,
+                bytes: DEFAULT_LLC_BYTES,
             });
         }
         let node_out = node_list
@@ -421,6 +430,27 @@ impl Topology {
     pub fn renamed(mut self, name: &str) -> Topology {
         self.name = String::from(name);
         self
+    }
+
+    /// The same machine with every LLC `bytes` large.
+    pub fn with_llc_bytes(mut self, bytes: u64) -> Topology {
+        for l in &mut self.llcs {
+            l.bytes = bytes;
+        }
+        self
+    }
+
+    /// Sets the size of the LLC at ordinal `k` (the order of
+    /// [`Topology::llcs`]).
+    pub fn set_llc_bytes(&mut self, k: usize, bytes: u64) {
+        if let Some(l) = self.llcs.get_mut(k) {
+            l.bytes = bytes;
+        }
+    }
+
+    /// The ordinal of `cpu`'s LLC among [`Topology::llcs`].
+    pub fn llc_ordinal(&self, cpu: CpuId) -> usize {
+        self.place(cpu).llc as usize
     }
 
     pub fn num_cpus(&self) -> usize {

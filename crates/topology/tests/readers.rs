@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use schedlab_topology::read::{from_lscpu_file, from_sysfs, from_toml_file};
+use schedlab_topology::read::{from_lscpu_file, from_sysfs, from_toml, from_toml_file};
 use schedlab_topology::{parse_cpulist, preset, CpuId, CpuSet, Level, Topology};
 
 fn fixture(name: &str) -> PathBuf {
@@ -43,6 +43,9 @@ fn ryzen_two_ccx_sysfs_has_n_and_n_plus_8_siblings() {
         4,
         "an LLC is named by its first CPU"
     );
+    for l in t.llcs() {
+        assert_eq!(l.bytes, 16 << 20, "each CCX's L3 reads 16384K from sysfs");
+    }
 }
 
 #[test]
@@ -51,6 +54,31 @@ fn the_lscpu_form_of_the_ryzen_matches_its_sysfs_form() {
     let b = from_lscpu_file(&fixture("ryzen-2ccx.lscpu")).unwrap();
     assert_eq!(a.cores(), b.cores());
     assert_eq!(llc_sets(&a), llc_sets(&b));
+    assert!(
+        b.llcs()
+            .iter()
+            .all(|l| l.bytes == schedlab_topology::DEFAULT_LLC_BYTES),
+        "lscpu -p gives no sizes: the default"
+    );
+}
+
+#[test]
+fn a_toml_machine_takes_its_llc_size() {
+    let t = from_toml(
+        "llc_bytes = 8388608\n[shape]\nnodes = 1\nllcs_per_node = 2\ncores_per_llc = 2\nthreads_per_core = 1\n",
+        Path::new("m.toml"),
+    )
+    .unwrap();
+    assert!(t.llcs().iter().all(|l| l.bytes == 8 << 20));
+    let e = from_toml(
+        "llc_bytes = 0\n[shape]\nnodes = 1\nllcs_per_node = 1\ncores_per_llc = 1\nthreads_per_core = 1\n",
+        Path::new("m.toml"),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "m.toml:1:13: expected llc_bytes of 1 or more, found 0"
+    );
 }
 
 #[test]
