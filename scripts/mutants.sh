@@ -31,6 +31,8 @@ declare -A what=(
   [fork-stays-local]="linux: sched_balance_find_dst_group() never leaves the local group"
   [cond-wake-anonymous]="rt-app: a condition variable's signal names no waker"
   [switch-unaccounted]="accounting: a switch is charged to the CPU, not to its task"
+  [shared-never-invalidated]="warmth: a process's shared data stays warm in every LLC its threads wrote it from"
+  [llc-never-evicts]="warmth: an LLC holds any amount of hot data"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")

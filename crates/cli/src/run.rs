@@ -218,8 +218,14 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
                 let per_cpu: Vec<Value> = o.cpu_counters.iter().map(|cc| {
                     cc.named().filter(|(_, v)| *v > 0).map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
                 }).collect();
+                let refill: u64 = o.tasks.values().map(|t| t.llc_refill_bytes).sum();
+                let cold: u64 = o.tasks.values().map(|t| t.cold_starts).sum();
+                let per_task: serde_json::Map<String, Value> = o.tasks.iter()
+                    .map(|(n, t)| (n.clone(), json!({"llc_refill_bytes": t.llc_refill_bytes, "cold_starts": t.cold_starts})))
+                    .collect();
+                let warmth = json!({"llc_refill_bytes": refill, "cold_starts": cold, "llcs": o.llcs, "tasks": per_task});
                 json!({"seed": o.seed, "trace_hash": format!("{:016x}", o.trace_hash), "events": o.events,
-                       "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu})
+                       "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu, "warmth": warmth})
             })
             .collect();
         let stalls: Vec<Value> = outs

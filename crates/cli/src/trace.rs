@@ -15,8 +15,9 @@
 //! * a process tree: one process (pid 1_000_000, the scenario's name) whose
 //!   threads are the tasks;
 //! * track descriptors for that process and each thread, and counter tracks:
-//!   `runq cpuN` (running + waiting tasks on a CPU) and `streak <task>` (its
-//!   waker-streak run after each counted wake);
+//!   `runq cpuN` (running + waiting tasks on a CPU), `streak <task>` (its
+//!   waker-streak run after each counted wake) and `llcN warm bytes` (what
+//!   the LLC holds warm after each cold start there);
 //! * an instant on the task's thread track for every placement decision:
 //!   `place <reason>`, with the deciding CPU, from and to as annotations;
 //! * who woke whom: each `sched_waking` carries the waking thread's pid in
@@ -197,6 +198,7 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
     let thread_uuid = |id: u32| 1_000 + id as u64;
     let runq_uuid = |cpu: usize| 1_000_000 + cpu as u64;
     let streak_uuid = |id: u32| 2_000_000 + id as u64;
+    let llc_uuid = |l: usize| 3_000_000 + l as u64;
     let mut td = TrackDescriptor::new();
     td.set_uuid(process_uuid);
     let mut pd = ProcessDescriptor::new();
@@ -236,6 +238,15 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
         trace.packet.push(counter(
             runq_uuid(cpu),
             format!("runq cpu{cpu}"),
+            None,
+            &mut first,
+        ));
+    }
+    let nllcs = o.topology.as_ref().map_or(0, |t| t.llcs().len());
+    for l in 0..nllcs {
+        trace.packet.push(counter(
+            llc_uuid(l),
+            format!("llc{l} warm bytes"),
             None,
             &mut first,
         ));
@@ -362,6 +373,11 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
                 te.set_type(track_event::Type::TYPE_COUNTER);
                 te.set_track_uuid(runq_uuid(cpu.index()));
                 te.set_counter_value(*len as i64);
+            }
+            EventKind::LlcWarm { llc, bytes } => {
+                te.set_type(track_event::Type::TYPE_COUNTER);
+                te.set_track_uuid(llc_uuid(*llc as usize));
+                te.set_counter_value(*bytes as i64);
             }
             EventKind::Streak { task, run, .. } => {
                 te.set_type(track_event::Type::TYPE_COUNTER);

@@ -119,12 +119,12 @@ fn a_lock_cycle_is_named() {
             task(
                 "a",
                 0,
-                "[{ lock = { lock = \"x\" } }, { run = 1000 }, { lock = { lock = \"y\" } }]"
+                "[{ lock = { lock = \"x\" } }, { run = 50000 }, { lock = { lock = \"y\" } }]"
             ),
             task(
                 "b",
                 1,
-                "[{ lock = { lock = \"y\" } }, { run = 1000 }, { lock = { lock = \"x\" } }]"
+                "[{ lock = { lock = \"y\" } }, { run = 50000 }, { lock = { lock = \"x\" } }]"
             )
         ),
     );

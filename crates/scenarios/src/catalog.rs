@@ -18,6 +18,8 @@ pub const CATALOG: &[(&str, &str)] = &[
     ("many_pairs", "`pairs` request/reply pairs (default one per CPU), unpinned, started side by side: the simulator's scale case (epyc-2s-384: 768 tasks)"),
     ("schbench", "schbench's default mode: `message_threads` (1) each waking `workers` (one per CPU) that sleep `sleep_us` (100) then multiply matrices (`operations` 5, `footprint_kb` 256); wakeup_p50_us, wakeup_p99_us, request_p99_us, rps"),
     ("hackbench", "rt-tests' hackbench in pipe mode: `groups` (10) of `fds` (20) senders each writing `datasize` (100) B to every receiver of the group, `loops` (100) times; total_ms, what it prints as Time"),
+    ("shared_workers", "a dispatcher wakes a process of `workers` (8) sharing `shared_bytes` (4 MiB) of written data, `items` (100) times, `work_ns` each; `placement` packed (LLC 0) | spread (two LLCs) | free; item_us, llc_refill_mib, cold_starts"),
+    ("llc_overflow", "two processes of `threads` (2) with `shared_bytes` (12 MiB) each run `work_ns` and sleep `sleep_ns`, `rounds` (100) times; `placement` packed (one LLC) | spread | free; round_us, llc_refill_mib, cold_starts"),
     ("indep_wakes", "a task woken at random by pinned wakers in two LLCs, parked at every wake: moves per counted wake against 1/(2^(k+1)-2)"),
 ];
 
@@ -39,6 +41,8 @@ pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, 
         "many_pairs" => many_pairs(&mut b, &mut p)?,
         "cs_spinners" => cs_spinners(&mut b, &mut p, topo.is_none())?,
         "hackbench" => crate::field::hackbench(&mut b, &mut p, (10, 20, 100))?,
+        "shared_workers" => crate::locality::shared_workers(&mut b, &mut p)?,
+        "llc_overflow" => crate::locality::llc_overflow(&mut b, &mut p)?,
         "schbench" => {
             let cpus = b.topology().num_cpus() as u64;
             crate::field::schbench(&mut b, &mut p, (1, cpus), "wakeup_p99_us")?

@@ -33,6 +33,12 @@
 //! cookie = 1                     # core scheduling: siblings run one cookie at a time
 //! program = [{ loop = { n = 100, body = [{ call = { port = "p", bytes = 8 } }, { lap = { metric = "rtt" } }] } }]
 //!
+//! process = "server"           # a [[process]] below; default: its own
+//!
+//! [[process]]                    # threads of one process share its data
+//! name = "server"
+//! shared_bytes = 4194304         # touched by all its threads (LLC warmth)
+//!
 //! [[figure]]
 //! name = "rtt_us"
 //! kind = "lap_p50_us"            # see schedlab_sim::Figure
@@ -81,7 +87,18 @@ struct FileSpec {
     #[serde(default)]
     task: Vec<TaskFile>,
     #[serde(default)]
+    process: Vec<ProcessFile>,
+    #[serde(default)]
     figure: Vec<FigureFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessFile {
+    name: Spanned<String>,
+    /// Data all its threads touch, bytes (beside each one's working set).
+    #[serde(default)]
+    shared_bytes: u64,
 }
 
 #[derive(Deserialize, Default)]
@@ -108,6 +125,9 @@ struct TaskFile {
     /// Core-scheduling cookie; any nonzero cookie turns core scheduling on.
     cookie: Option<u64>,
     working_set: Option<u64>,
+    /// The process it belongs to (a `[[process]]`'s name); default: one
+    /// of its own.
+    process: Option<Spanned<String>>,
     program: Spanned<Vec<Op>>,
 }
 
@@ -221,6 +241,15 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
             ),
         ));
     }
+    for pr in &spec.process {
+        if b.spec.processes.contains_key(pr.name.get_ref()) {
+            return Err(at(
+                pr.name.span().start,
+                format!("process {:?} is declared twice", pr.name.get_ref()),
+            ));
+        }
+        b.process(pr.name.get_ref(), pr.shared_bytes);
+    }
     if spec.task.is_empty() {
         return Err(whole("expected at least one [[task]], found none".into()));
     }
@@ -316,6 +345,15 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
         }
         if let Some(set) = start_in {
             b.start_in(set);
+        }
+        if let Some(p) = &t.process {
+            if !b.spec.processes.contains_key(p.get_ref()) {
+                return Err(at(
+                    p.span().start,
+                    format!("task {:?}: process {:?} is not declared: expected a [[process]] of that name", t.name, p.get_ref()),
+                ));
+            }
+            b.in_process(p.get_ref());
         }
     }
     for f in &spec.figure {

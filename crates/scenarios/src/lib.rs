@@ -25,6 +25,7 @@ pub mod catalog;
 pub mod check;
 mod field;
 pub mod file;
+mod locality;
 pub mod rows;
 pub mod rtapp;
 pub mod suite;
@@ -166,6 +167,7 @@ impl Builder {
                 cost: CostModel::default(),
                 idle_depth: 0,
                 programs: BTreeMap::new(),
+                processes: BTreeMap::new(),
                 tasks: Vec::new(),
                 run_ns: 1_000_000_000,
                 disk_irq_cpu: CpuId::new(0),
@@ -245,7 +247,23 @@ impl Builder {
             program,
             working_set: 64 * 1024,
             start_in: None,
+            process: String::new(),
         });
+        self
+    }
+
+    /// The last task added belongs to process `name` (by default each task
+    /// is a process of its own; spawned threads join their parent's).
+    pub fn in_process(&mut self, name: &str) -> &mut Self {
+        if let Some(t) = self.spec.tasks.last_mut() {
+            t.process = name.to_string();
+        }
+        self
+    }
+
+    /// Process `name` shares `bytes` of data among its threads.
+    pub fn process(&mut self, name: &str, shared_bytes: u64) -> &mut Self {
+        self.spec.processes.insert(name.to_string(), shared_bytes);
         self
     }
 

@@ -873,7 +873,10 @@ fn build(b: &mut Builder, threads: Vec<Thread>) -> Res<bool> {
             let set = t.cpus.unwrap_or(all);
             let first = set.iter().next().map_or(0, |c| c.index());
             let program = per_instance(&t.program, &name);
-            b.task(&name, first, t.cpus, t.spec, program).start_in(set);
+            // rt-app is one process: its threads are one process's.
+            b.task(&name, first, t.cpus, t.spec, program)
+                .start_in(set)
+                .in_process("rt-app");
             endless |= t.endless;
         }
     }

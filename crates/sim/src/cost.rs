@@ -51,6 +51,9 @@ pub struct CostModel {
     /// CCX, 10 across CCXs, 8 across sockets for one stream (STREAM-like
     /// single-thread copies on Zen 3/4; an estimate).
     pub bytes_per_ns: ByLevel,
+    /// Reading data that no LLC holds, from DRAM, bytes per ns: one
+    /// stream's 8 GB/s, about the cross-socket figure above (an estimate).
+    pub memory_bytes_per_ns: f64,
     /// Wake from idle, ns, for idle depths 0, 1, 2 (AMD acpi_idle: C1
     /// about 1 µs, C2 about 18 µs; a C6-like state: Intel C6 85–290 µs).
     pub wake_from_idle_ns: [u64; 3],
@@ -177,6 +180,7 @@ impl Default for CostModel {
                 node: 10.0,
                 machine: 8.0,
             },
+            memory_bytes_per_ns: 8.0,
             wake_from_idle_ns: [1_200, 18_000, 120_000],
             ipi_ns: 1_150,
             context_switch_ns: 1_200,
@@ -221,6 +225,14 @@ impl CostModel {
         }
         (self.lines_per_handoff * self.line_ns.at(level)
             + bytes as f64 / self.bytes_per_ns.at(level)) as u64
+    }
+
+    /// Reading cold data into an LLC: bytes from another LLC of the node,
+    /// from another node's, and from memory, each at its bandwidth.
+    pub fn fill_ns(&self, node: u64, machine: u64, memory: u64) -> u64 {
+        (node as f64 / self.bytes_per_ns.node
+            + machine as f64 / self.bytes_per_ns.machine
+            + memory as f64 / self.memory_bytes_per_ns) as u64
     }
 
     /// Re-reading `working_set` bytes after moving `level` away.

@@ -46,6 +46,9 @@ pub enum EventKind {
         target: CpuId,
         parked: bool,
     },
+    /// LLC `llc` (its ordinal) holds `bytes` warm now, after a task read
+    /// cold data into it (and it evicted to make room).
+    LlcWarm { llc: u32, bytes: u64 },
     /// `cpu` kicks `target`: an IPI (`idle` false) or a wake from idle, to
     /// `resched` it or to make it read its mailbox.
     Kick {

@@ -93,6 +93,18 @@ pub enum Figure {
         #[serde(default)]
         cpus: Option<u32>,
     },
+    /// Bytes the named tasks (all when empty) read into LLCs where their
+    /// own set or their process's shared data was cold, MiB.
+    LlcRefillMib {
+        #[serde(default)]
+        tasks: Vec<String>,
+    },
+    /// Starts of the named tasks (all when empty) that found some of their
+    /// data cold in the LLC.
+    ColdStarts {
+        #[serde(default)]
+        tasks: Vec<String>,
+    },
     /// CPU time of the named task, as a share of the run.
     CpuShare {
         task: String,
@@ -203,6 +215,23 @@ impl Figure {
                 o.counters.get(name).copied().unwrap_or(0) as f64 * 1e9
                     / o.end_ns.max(1) as f64
                     / cpus.map_or(topo.num_cpus() as f64, |c| c as f64)
+            }
+            Figure::LlcRefillMib { tasks } => {
+                o.tasks
+                    .iter()
+                    .filter(|(n, _)| matches(tasks, n))
+                    .map(|(_, t)| t.llc_refill_bytes as f64)
+                    .sum::<f64>()
+                    / (1u64 << 20) as f64
+                    + 0.0
+            }
+            Figure::ColdStarts { tasks } => {
+                o.tasks
+                    .iter()
+                    .filter(|(n, _)| matches(tasks, n))
+                    .map(|(_, t)| t.cold_starts as f64)
+                    .sum::<f64>()
+                    + 0.0
             }
             Figure::CpuShare { task } => {
                 o.tasks.get(task).map_or(0.0, |t| t.cpu_ns as f64) / o.end_ns.max(1) as f64

@@ -39,6 +39,20 @@ pub struct Outcome {
     pub topology: Option<Topology>,
     /// Why the run could not go on, when it could not.
     pub stall: Option<Stall>,
+    /// Per LLC (in the topology's order), its warmth over the run.
+    pub llcs: Vec<LlcOutcome>,
+}
+
+/// One LLC's warmth over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LlcOutcome {
+    pub capacity_bytes: u64,
+    /// The most it held warm at once (at most its capacity).
+    pub peak_warm_bytes: u64,
+    /// Bytes evicted to make room: more hot data than it holds.
+    pub evicted_bytes: u64,
+    /// Bytes read into it by tasks starting there cold.
+    pub refill_bytes: u64,
 }
 
 /// A run that could not go on: tasks blocked for ever, a program that
@@ -136,6 +150,10 @@ pub struct TaskOutcome {
     pub exited_at: Option<u64>,
     pub final_cpu: Option<CpuId>,
     pub cpu_ns: u64,
+    /// Bytes of its own set and its process's shared data it read into an
+    /// LLC where they were cold, and how many of its starts did.
+    pub llc_refill_bytes: u64,
+    pub cold_starts: u64,
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -238,6 +256,13 @@ impl Recorder {
         if self.keep_log {
             let t = text();
             self.out.log.push(format!("{now} {t}"));
+        }
+    }
+
+    /// An LLC's warm bytes changed (the event log only).
+    pub fn llc_warm(&mut self, at: u64, llc: u32, bytes: u64) {
+        if self.keep_events {
+            self.event_log(at, EventKind::LlcWarm { llc, bytes });
         }
     }
 

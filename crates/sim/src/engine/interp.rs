@@ -49,6 +49,8 @@ pub(crate) struct SimTask {
     pub waiting: Waiting,
     pub last_cpu: Option<CpuId>,
     pub working_set: u64,
+    /// Its process, by id (spawned threads join their parent's).
+    pub process: u32,
     pub spec: TaskSpec,
     pub children: Vec<TaskId>,
     /// The task that spawned it, told of its exit (`join_any`).
@@ -68,6 +70,8 @@ pub(crate) struct SimTask {
     pub exited: bool,
     pub migrations: u64,
     pub cpu_ns: u64,
+    pub llc_refill_bytes: u64,
+    pub cold_starts: u64,
 }
 
 impl SimTask {
@@ -84,6 +88,7 @@ impl SimTask {
             waiting: Waiting::No,
             last_cpu: None,
             working_set,
+            process: 0,
             spec,
             children: Vec::new(),
             parent: None,
@@ -97,6 +102,8 @@ impl SimTask {
             exited: false,
             migrations: 0,
             cpu_ns: 0,
+            llc_refill_bytes: 0,
+            cold_starts: 0,
         }
     }
 
@@ -627,7 +634,9 @@ impl<P: Policy> Engine<P> {
             }
         };
         let (child, fx) = (s.task, s.effects);
+        let process = self.task(task).process;
         self.add_task(child, &name, code, ws, spec);
+        self.task(child).process = process;
         self.task(child).parent = Some(task);
         self.task(task).children.push(child);
         self.apply(cpu, fx);
@@ -670,6 +679,8 @@ impl<P: Policy> Engine<P> {
             self.rec.out.tasks.entry(name).or_default().exited_at = Some(self.now);
         }
         self.live -= 1;
+        // Its own data is freed: it no longer takes room in any LLC.
+        self.warmth.forget(task);
         // Its parent hears of the exit (a `join_any` waits for that): as
         // Linux's exit does, after the thread has begun leaving, so the wake
         // names no waker.

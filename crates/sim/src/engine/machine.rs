@@ -8,6 +8,7 @@ use rand::RngCore;
 use schedlab_sched::{Policy, TaskId};
 use schedlab_topology::{CpuId, Level, Topology};
 
+use super::warmth::Owner;
 use super::{Engine, Ev};
 
 /// What a CPU is doing, physically.
@@ -187,9 +188,10 @@ impl<P: Policy> Engine<P> {
     }
 
     /// What `task` pays before it runs on `cpu`: the context switch (not
-    /// when it ran here last), its working set's refill after a migration,
-    /// the core's private caches' refill after another task used them.
-    /// Counts the migration.
+    /// when it ran here last); its own set and its process's shared data
+    /// where this LLC holds them cold (evicted, or never here: `warmth`);
+    /// a new core's private caches after a migration; the core's private
+    /// caches' refill after another task used them. Counts the migration.
     pub(super) fn switch_cost(&mut self, cpu: CpuId, t: TaskId) -> u64 {
         let c = cpu.index();
         let mut cost = 0;
@@ -199,15 +201,36 @@ impl<P: Policy> Engine<P> {
         self.hw[c].last = Some(t);
         let topo = self.sh.topology();
         let st = self.tasks.get_mut(&t).expect("a known task");
-        if let Some(prev) = st.last_cpu {
-            if prev != cpu {
-                st.migrations += 1;
-                cost += self
-                    .cost
-                    .refill_ns(topo.level_between(prev, cpu), st.working_set);
-            }
-        }
+        let own = st.working_set.min(self.cost.refill_cap_bytes);
+        let (prev, process) = (st.last_cpu, st.process);
         st.last_cpu = Some(cpu);
+        // Its data in this LLC: the cold part is read from where it is
+        // warm, or from memory (`warmth`).
+        let l = topo.llc_ordinal(cpu);
+        let warm_own = self.warmth.warm(l, Owner::Task(t)).min(own);
+        let shared = self.procs.get(process as usize).map_or(0, |p| p.1);
+        let fill = self.warmth.fill(l, t, own, process, shared, self.now);
+        cost += self.cost.fill_ns(fill.node, fill.machine, fill.memory);
+        let read = fill.node + fill.machine + fill.memory;
+        if read > 0 {
+            let st = self.tasks.get_mut(&t).expect("a known task");
+            st.llc_refill_bytes += read;
+            st.cold_starts += 1;
+            self.llc_refill[l] += read;
+            let total = self.warmth.total(l);
+            self.rec.llc_warm(self.now, l as u32, total);
+        }
+        if let Some(prev) = prev.filter(|&p| p != cpu) {
+            self.tasks.get_mut(&t).expect("a known task").migrations += 1;
+            // A new core's private caches: a sibling shares them; another
+            // core reads the part of the set that was warm in this LLC
+            // from it (the cold part came in above).
+            cost += match topo.level_between(prev, cpu) {
+                Level::Smt => self.cost.refill_ns(Level::Smt, own),
+                _ => self.cost.refill_ns(Level::Llc, warm_own),
+            };
+        }
+        let st = self.tasks.get_mut(&t).expect("a known task");
         let core = topo.place(cpu).core as usize;
         if self.core_last[core].is_some_and(|o| o != t) {
             // Another task used this core's private caches since.

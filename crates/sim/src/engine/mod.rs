@@ -72,8 +72,8 @@ use schedlab_topology::{CpuId, CpuSet, Topology};
 use crate::cost::CostModel;
 use crate::events::PrevState;
 use crate::objects::Objects;
+use crate::outcome::{LlcOutcome, Recorder, StallCause};
 pub use crate::outcome::{Outcome, TaskOutcome};
-use crate::outcome::{Recorder, StallCause};
 use crate::policy::PolicyRef;
 use crate::program::Op;
 
@@ -81,6 +81,7 @@ mod code;
 mod interp;
 mod machine;
 mod stall;
+mod warmth;
 
 use code::{Code, Instr};
 use interp::{SimTask, Tasks};
@@ -96,6 +97,9 @@ pub struct TaskDef {
     pub program: Vec<Op>,
     /// Bytes it re-reads after a migration.
     pub working_set: u64,
+    /// The process it belongs to (`""`: a process of its own, named after
+    /// it); its shared data is `SimSpec::processes`'.
+    pub process: String,
     /// It starts on a CPU of this set drawn from the run's seed, not on
     /// `start_cpu`: where earlier work left a benchmark's thread, a property
     /// of the boot.
@@ -114,6 +118,9 @@ pub struct SimSpec {
     pub idle_depth: u8,
     /// Programs `spawn` may start, by name.
     pub programs: BTreeMap<String, Vec<Op>>,
+    /// Each process's shared data, bytes (touched by all its threads; a
+    /// process not listed has none).
+    pub processes: BTreeMap<String, u64>,
     pub tasks: Vec<TaskDef>,
     /// The run stops here, or when every task has exited.
     pub run_ns: u64,
@@ -241,6 +248,12 @@ pub struct Engine<P: Policy> {
     /// Set when the run cannot go on (the watchdog, a full task table).
     halt: Option<StallCause>,
     max_tasks: usize,
+    warmth: warmth::Warmth,
+    /// Bytes read into each LLC by cold starts.
+    llc_refill: Vec<u64>,
+    /// Processes by id: name and shared bytes.
+    procs: Vec<(String, u64)>,
+    shared_of: BTreeMap<String, u64>,
 }
 
 impl<P: Policy> Engine<P> {
@@ -284,6 +297,10 @@ impl<P: Policy> Engine<P> {
             live: 0,
             halt: None,
             max_tasks: spec.max_tasks,
+            warmth: warmth::Warmth::new(&spec.topology),
+            llc_refill: vec![0; spec.topology.llcs().len()],
+            procs: Vec::new(),
+            shared_of: spec.processes.clone(),
         };
         if sim.cost.tick_skew {
             let tick = sim.sh.config().fair.tick_ns.max(1);
@@ -333,7 +350,24 @@ impl<P: Policy> Engine<P> {
         let code = self.code.compile(&def.program, &mut self.objects);
         let mut real = def.spec;
         real.mask = Some(mask);
+        let process = if def.process.is_empty() {
+            &def.name
+        } else {
+            &def.process
+        };
+        let pid = self.process_id(process);
         self.add_task(id, &def.name, code, def.working_set, real);
+        self.tasks.get_mut(&id).expect("just added").process = pid;
+    }
+
+    /// The id of the process named `name`, made on first use.
+    fn process_id(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.procs.iter().position(|(n, _)| n == name) {
+            return i as u32;
+        }
+        let shared = self.shared_of.get(name).copied().unwrap_or(0);
+        self.procs.push((name.to_string(), shared));
+        (self.procs.len() - 1) as u32
     }
 
     fn add_task(
@@ -423,6 +457,8 @@ impl<P: Policy> Engine<P> {
             let o = self.rec.out.tasks.entry(t.name.clone()).or_default();
             o.migrations = t.migrations;
             o.cpu_ns = t.cpu_ns;
+            o.llc_refill_bytes = t.llc_refill_bytes;
+            o.cold_starts = t.cold_starts;
             // The CPU that holds it (its owner, asked first; an exited
             // task is held nowhere), else where it last ran.
             let word = self.sh.task_word(id);
@@ -438,6 +474,20 @@ impl<P: Policy> Engine<P> {
         }
         self.rec.out.busy_ns = self.hw.iter().map(|h| h.busy_ns).collect();
         self.rec.out.idle_ns = self.hw.iter().map(|h| h.idle_ns).collect();
+        self.rec.out.llcs = self
+            .warmth
+            .stats()
+            .into_iter()
+            .zip(&self.llc_refill)
+            .map(
+                |((capacity_bytes, peak_warm_bytes, evicted_bytes), &refill_bytes)| LlcOutcome {
+                    capacity_bytes,
+                    peak_warm_bytes,
+                    evicted_bytes,
+                    refill_bytes,
+                },
+            )
+            .collect();
         for (i, name) in self.code.metrics.iter().enumerate() {
             if let Some(v) = self.laps[i].take() {
                 self.rec.out.laps.insert(name.clone(), v);

@@ -79,7 +79,14 @@ impl<P: Policy> Engine<P> {
             {
                 let holder = o.locks[l.index()].owner().expect("held");
                 (
-                    format!("lock {:?} (held by {})", o.lock_name(l), name(holder)),
+                    format!("lock {:?} (held by {})", o.lock_name(l), {
+                        let gone = self.tasks.get(&holder).is_some_and(|h| h.exited);
+                        if gone {
+                            format!("{}, which has exited", name(holder))
+                        } else {
+                            name(holder)
+                        }
+                    }),
                     vec![holder],
                 )
             }

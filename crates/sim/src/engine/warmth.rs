@@ -1,0 +1,346 @@
+//! LLC warmth: how many bytes of each task's own working set and of each
+//! process's shared data every LLC holds.
+//!
+//! The state is bytes per (LLC, task) and (LLC, process), never lines, so
+//! it stays cheap. The rules:
+//!
+//! * a task that starts running in an LLC makes its working set (up to the
+//!   cost model's `refill_cap_bytes`) and its process's shared data warm
+//!   there; the bytes that were cold it pays for, read from the nearest
+//!   LLC that holds them warm, else from memory ([`Warmth::fill`] says how
+//!   many, and from where);
+//! * an LLC holds at most its capacity: when what is warm exceeds it, the
+//!   entries of the least recently run go first (a task's entry and its
+//!   process's are stamped each time the task starts there), in part if
+//!   that is enough. So a neighbour's data evicts a blocked task's, and
+//!   more hot data than the LLC holds (over-aggregation) is refilled again
+//!   and again;
+//! * a task's own set stays warm in an LLC it has left until evicted there,
+//!   so coming back to a warm LLC costs nothing;
+//! * a process's shared data is written by its threads (write-invalidate):
+//!   when a thread starts in an LLC, the copies other LLCs hold go cold
+//!   there. So threads of one process in one LLC share one warm copy, and
+//!   threads spread over LLCs pull it back and forth.
+//!
+//! Simplified: a refill makes the bytes warm at once (its cost is the time
+//! the bandwidth takes); the LLC is one pool, its ways and sets are not
+//! modelled.
+
+use schedlab_sched::TaskId;
+use schedlab_topology::{Level, Topology};
+
+/// Whose bytes an entry holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Owner {
+    Task(TaskId),
+    Process(u32),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    owner: Owner,
+    bytes: u64,
+    /// When a task of it last started in this LLC.
+    used: u64,
+}
+
+/// One LLC's warm bytes.
+#[derive(Clone, Debug, Default)]
+struct Llc {
+    capacity: u64,
+    total: u64,
+    entries: Vec<Entry>,
+    /// The most it held warm at once, and what it evicted.
+    peak: u64,
+    evicted: u64,
+}
+
+impl Llc {
+    fn warm(&self, o: Owner) -> u64 {
+        self.entries
+            .iter()
+            .find(|e| e.owner == o)
+            .map_or(0, |e| e.bytes)
+    }
+
+    /// `o` holds `bytes` here now, stamped `now`.
+    fn set(&mut self, o: Owner, bytes: u64, now: u64) {
+        match self.entries.iter_mut().find(|e| e.owner == o) {
+            Some(e) => {
+                self.total = self.total - e.bytes + bytes;
+                e.bytes = bytes;
+                e.used = now;
+            }
+            None => {
+                self.total += bytes;
+                self.entries.push(Entry {
+                    owner: o,
+                    bytes,
+                    used: now,
+                });
+            }
+        }
+    }
+
+    fn drop_owner(&mut self, o: Owner) {
+        if let Some(i) = self.entries.iter().position(|e| e.owner == o) {
+            self.total -= self.entries[i].bytes;
+            self.entries.swap_remove(i);
+        }
+    }
+
+    /// Evicts the least recently run until the total fits; ties go to the
+    /// lower owner (a fixed order: determinism).
+    fn evict(&mut self) {
+        while self.total > self.capacity {
+            let Some(i) = (0..self.entries.len()).min_by_key(|&i| {
+                let e = &self.entries[i];
+                (e.used, e.owner)
+            }) else {
+                return;
+            };
+            let over = self.total - self.capacity;
+            let e = &mut self.entries[i];
+            let cut = e.bytes.min(over);
+            e.bytes -= cut;
+            self.total -= cut;
+            self.evicted += cut;
+            if e.bytes == 0 {
+                self.entries.swap_remove(i);
+            }
+        }
+    }
+}
+
+/// Every LLC's warmth.
+#[derive(Clone, Debug)]
+pub(crate) struct Warmth {
+    llcs: Vec<Llc>,
+    /// The level between each pair of LLCs (by ordinal).
+    level: Vec<Vec<Level>>,
+}
+
+/// The bytes a start in an LLC reads, by where they come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Fill {
+    /// From another LLC of the same node.
+    pub node: u64,
+    /// From an LLC of another node.
+    pub machine: u64,
+    /// From memory: warm nowhere.
+    pub memory: u64,
+}
+
+impl Warmth {
+    pub fn new(topo: &Topology) -> Warmth {
+        let llcs = topo
+            .llcs()
+            .iter()
+            .map(|l| Llc {
+                capacity: l.bytes,
+                ..Llc::default()
+            })
+            .collect();
+        let first: Vec<_> = topo
+            .llcs()
+            .iter()
+            .map(|l| l.cpus.first().expect("an LLC has CPUs"))
+            .collect();
+        let level = first
+            .iter()
+            .map(|&a| first.iter().map(|&b| topo.level_between(a, b)).collect())
+            .collect();
+        Warmth { llcs, level }
+    }
+
+    /// What `owner` holds warm in LLC `l`.
+    pub fn warm(&self, l: usize, owner: Owner) -> u64 {
+        self.llcs[l].warm(owner)
+    }
+
+    /// `owner` starts in LLC `l` at `now` wanting `want` bytes warm: the
+    /// cold part, read from the nearest LLC holding it (the most any other
+    /// holds counts as there), else memory; then it is warm in `l`.
+    fn bring(&mut self, l: usize, owner: Owner, want: u64, now: u64, fill: &mut Fill) {
+        let want = want.min(self.llcs[l].capacity);
+        let have = self.llcs[l].warm(owner);
+        let cold = want.saturating_sub(have);
+        if cold > 0 {
+            // The nearest other LLC's warm bytes serve first.
+            let mut left = cold;
+            let mut near: Vec<(Level, u64)> = (0..self.llcs.len())
+                .filter(|&k| k != l)
+                .map(|k| (self.level[l][k], self.llcs[k].warm(owner)))
+                .filter(|&(_, b)| b > have)
+                .collect();
+            near.sort();
+            for (lev, b) in near {
+                let take = (b - have).min(left);
+                match lev {
+                    Level::Machine => fill.machine += take,
+                    _ => fill.node += take,
+                }
+                left -= take;
+                if left == 0 {
+                    break;
+                }
+            }
+            fill.memory += left;
+        }
+        self.llcs[l].set(owner, want.max(have), now);
+    }
+
+    /// A task starts in LLC `l`: its own set (`own` bytes) and its
+    /// process's shared data (`shared` bytes) become warm there; returns
+    /// what was read, by source. Then the LLC evicts down to its capacity.
+    pub fn fill(
+        &mut self,
+        l: usize,
+        task: TaskId,
+        own: u64,
+        process: u32,
+        shared: u64,
+        now: u64,
+    ) -> Fill {
+        let mut fill = Fill::default();
+        self.bring(l, Owner::Task(task), own, now, &mut fill);
+        if shared > 0 {
+            let p = Owner::Process(process);
+            self.bring(l, p, shared, now, &mut fill);
+            for (k, other) in self.llcs.iter_mut().enumerate() {
+                if k != l {
+                    other.drop_owner(p);
+                }
+            }
+        }
+        let llc = &mut self.llcs[l];
+        llc.evict();
+        llc.peak = llc.peak.max(llc.total);
+        fill
+    }
+
+    /// What LLC `l` holds warm now.
+    pub fn total(&self, l: usize) -> u64 {
+        self.llcs[l].total
+    }
+
+    /// Per LLC: (capacity, peak warm bytes, evicted bytes).
+    pub fn stats(&self) -> Vec<(u64, u64, u64)> {
+        self.llcs
+            .iter()
+            .map(|l| (l.capacity, l.peak, l.evicted))
+            .collect()
+    }
+
+    /// A task's own entries go (it exited).
+    pub fn forget(&mut self, task: TaskId) {
+        for l in &mut self.llcs {
+            l.drop_owner(Owner::Task(task));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedlab_topology::preset;
+
+    const MIB: u64 = 1 << 20;
+
+    fn t(i: u32) -> TaskId {
+        TaskId(i)
+    }
+
+    #[test]
+    fn a_first_start_reads_from_memory_and_a_return_is_free() {
+        let mut w = Warmth::new(&preset("amd-2x8").unwrap());
+        let f = w.fill(0, t(1), 64 << 10, 0, 0, 0);
+        assert_eq!(
+            f,
+            Fill {
+                memory: 64 << 10,
+                ..Fill::default()
+            }
+        );
+        let f = w.fill(1, t(1), 64 << 10, 0, 0, 10);
+        assert_eq!(
+            f,
+            Fill {
+                node: 64 << 10,
+                ..Fill::default()
+            },
+            "LLC 0 still holds it: read from there"
+        );
+        assert_eq!(
+            w.fill(0, t(1), 64 << 10, 0, 0, 20),
+            Fill::default(),
+            "back to a warm LLC: nothing to read"
+        );
+    }
+
+    #[test]
+    fn a_process_s_shared_data_is_warm_for_its_other_threads() {
+        let mut w = Warmth::new(&preset("amd-2x8").unwrap());
+        let f = w.fill(0, t(1), 0, 7, 4 * MIB, 0);
+        assert_eq!(f.memory, 4 * MIB);
+        let f = w.fill(0, t(2), 0, 7, 4 * MIB, 5);
+        assert_eq!(
+            f,
+            Fill::default(),
+            "a thread of the same process finds it warm"
+        );
+        let f = w.fill(1, t(3), 0, 7, 4 * MIB, 9);
+        assert_eq!(f.node, 4 * MIB, "in the other LLC it is read across");
+        assert_eq!(
+            w.warm(0, Owner::Process(7)),
+            0,
+            "and the written copy in LLC 0 is invalid now"
+        );
+        let f = w.fill(0, t(1), 0, 7, 4 * MIB, 12);
+        assert_eq!(
+            f.node,
+            4 * MIB,
+            "so a thread back in LLC 0 reads it across again"
+        );
+    }
+
+    #[test]
+    fn neighbours_evict_the_least_recently_run_first() {
+        // amd-2x8's LLCs hold 16 MiB.
+        let mut w = Warmth::new(&preset("amd-2x8").unwrap());
+        w.fill(0, t(1), 6 * MIB, 1, 0, 0);
+        w.fill(0, t(2), 6 * MIB, 2, 0, 1);
+        w.fill(0, t(1), 6 * MIB, 1, 0, 2); // t1 runs again: t2 is older
+        w.fill(0, t(3), 6 * MIB, 3, 0, 3); // 18 MiB: 2 MiB must go, t2's
+        assert_eq!(
+            w.warm(0, Owner::Task(t(2))),
+            4 * MIB,
+            "the least recently run loses the overflow"
+        );
+        assert_eq!(w.warm(0, Owner::Task(t(1))), 6 * MIB);
+        let f = w.fill(0, t(2), 6 * MIB, 2, 0, 4);
+        assert_eq!(
+            f.memory,
+            2 * MIB,
+            "its evicted part is read again, from memory"
+        );
+        assert_eq!(
+            w.warm(0, Owner::Task(t(1))),
+            4 * MIB,
+            "and now t1 is the oldest"
+        );
+    }
+
+    #[test]
+    fn more_than_the_llc_holds_is_refilled_every_time() {
+        let mut w = Warmth::new(&preset("amd-2x8").unwrap());
+        // One process's 12 MiB shared plus two threads' 4 MiB: 20 > 16.
+        w.fill(0, t(1), 4 * MIB, 9, 12 * MIB, 0);
+        w.fill(0, t(2), 4 * MIB, 9, 12 * MIB, 1);
+        let f = w.fill(0, t(1), 4 * MIB, 9, 12 * MIB, 2);
+        assert!(
+            f.memory > 0,
+            "over-aggregated: each start refills what the other evicted ({f:?})"
+        );
+    }
+}
