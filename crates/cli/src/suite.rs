@@ -26,6 +26,11 @@ pub struct SuiteArgs {
     /// The head side's placement.
     #[arg(long, value_name = "POLICY", default_value = "waker-streak")]
     head: String,
+    /// Several policies side by side, the first the base (comma-separated:
+    /// `home,linux,waker-streak`): per row each one's median, its ratio to
+    /// the base and whether that resolves. Instead of --base/--head.
+    #[arg(long, value_name = "P,P,...", value_delimiter = ',', conflicts_with_all = ["base", "head"])]
+    policies: Vec<String>,
     /// Seeds 1..=N on each side (the same seeds on both).
     #[arg(long, value_name = "N", default_value_t = 10)]
     seeds: u64,
@@ -80,7 +85,21 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
             ROWS.iter().map(|r| r.name).collect::<Vec<_>>().join(", ")
         )));
     }
-    let sides = [policy_params(&a.base, reg)?, policy_params(&a.head, reg)?];
+    let names: Vec<String> = if a.policies.is_empty() {
+        vec![a.base.clone(), a.head.clone()]
+    } else {
+        a.policies.clone()
+    };
+    if names.len() < 2 {
+        return Err(Failure::Input(format!(
+            "--policies {}: expected at least two policies, the first the base",
+            names.join(",")
+        )));
+    }
+    let sides: Vec<Vec<String>> = names
+        .iter()
+        .map(|p| policy_params(p, reg))
+        .collect::<Result<_, _>>()?;
     // One scenario per (row, side); one run per (row, side, seed).
     let mut scenarios = Vec::new();
     for r in &rows {
@@ -104,8 +123,9 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
     );
     bar.finish_and_clear();
     let n = a.seeds as usize;
-    let side = |k: usize| -> (Vec<f64>, Vec<u64>) {
-        let runs = &values[k * n..(k + 1) * n];
+    let k = sides.len();
+    let side = |i: usize| -> (Vec<f64>, Vec<u64>) {
+        let runs = &values[i * n..(i + 1) * n];
         let stalled = (1..=a.seeds)
             .zip(runs)
             .filter(|(_, r)| r.1)
@@ -113,19 +133,29 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
             .collect();
         (runs.iter().map(|r| r.0).collect(), stalled)
     };
-    let results: Vec<RowResult> = rows
+    // Per row, the base against each other side.
+    let pairs: Vec<Vec<RowResult>> = rows
         .iter()
         .enumerate()
         .map(|(i, &row)| {
-            let ((base, sb), (head, sh)) = (side(2 * i), side(2 * i + 1));
-            RowResult {
-                row,
-                base,
-                head,
-                stalled: [sb, sh],
-            }
+            let (base, sb) = side(i * k);
+            (1..k)
+                .map(|j| {
+                    let (head, sh) = side(i * k + j);
+                    RowResult {
+                        row,
+                        base: base.clone(),
+                        head,
+                        stalled: [sb.clone(), sh],
+                    }
+                })
+                .collect()
         })
         .collect();
+    if !a.policies.is_empty() {
+        return several(a, &names, &pairs);
+    }
+    let results: Vec<RowResult> = pairs.into_iter().map(|mut v| v.remove(0)).collect();
     if let Some(path) = &a.csv {
         std::fs::write(path, csv(&results))
             .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
@@ -232,4 +262,99 @@ fn csv(results: &[RowResult]) -> String {
         );
     }
     out
+}
+
+/// The several-policy form: per row the base's median, then each other
+/// policy's median, its ratio to the base, and a mark when that resolves
+/// (`+` better, `-` worse).
+fn several(a: &SuiteArgs, names: &[String], pairs: &[Vec<RowResult>]) -> Result<(), Failure> {
+    if let Some(path) = &a.plot {
+        crate::plot::several_svg(path, pairs, names, &a.topology)?;
+    }
+    let resolved: Vec<usize> = (0..names.len() - 1)
+        .map(|j| pairs.iter().filter(|p| p[j].resolves()).count())
+        .collect();
+    if a.json {
+        let rows: Vec<Value> = pairs
+            .iter()
+            .map(|p| {
+                let r0 = &p[0];
+                let mut per = serde_json::Map::new();
+                per.insert(names[0].clone(), json!({"median": r0.base_median(), "values": r0.base,
+                                                    "stalled_seeds": r0.stalled[0]}));
+                for (j, r) in p.iter().enumerate() {
+                    per.insert(names[j + 1].clone(), json!({"median": r.head_median(), "ratio": r.ratio(),
+                        "resolves": r.resolves(), "p": r.p(), "better": r.head_better(), "values": r.head,
+                        "stalled_seeds": r.stalled[1]}));
+                }
+                json!({"row": r0.row.name, "unit": r0.row.unit, "direction": r0.row.direction.name(),
+                       "policies": per})
+            })
+            .collect();
+        let res: serde_json::Map<String, Value> = names[1..]
+            .iter()
+            .zip(&resolved)
+            .map(|(n, k)| (n.clone(), json!(k)))
+            .collect();
+        let v = json!({"topology": a.topology, "policies": names, "base": names[0], "seeds": a.seeds,
+                       "alpha": ALPHA, "rows": rows, "resolved": res,
+                       "expected_by_chance": ALPHA * pairs.len() as f64});
+        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+        return Ok(());
+    }
+    say!(
+        "schedlab suite on {}: base {}; seeds 1..={} for each of {}",
+        a.topology,
+        names[0],
+        a.seeds,
+        names.join(", ")
+    );
+    say_part!(
+        "{:<26} {:>5} {:>6} {:>11}",
+        "row",
+        "unit",
+        "better",
+        format!("{} p50", names[0])
+    );
+    let width: Vec<usize> = names[1..].iter().map(|n| (n.len() + 4).max(11)).collect();
+    for (n, w) in names[1..].iter().zip(&width) {
+        say_part!("  {:>w$} {:>7}", format!("{n} p50"), "/base");
+    }
+    say!("");
+    for p in pairs {
+        let r0 = &p[0];
+        say_part!(
+            "{:<26} {:>5} {:>6} {:>11}",
+            r0.row.name,
+            r0.row.unit,
+            r0.row.direction.name(),
+            sig(r0.base_median())
+        );
+        for (r, w) in p.iter().zip(&width) {
+            let mark = match (r.resolves(), r.head_better()) {
+                (false, _) => ' ',
+                (true, true) => '+',
+                (true, false) => '-',
+            };
+            say_part!("  {:>w$} {:>6.3}{mark}", sig(r.head_median()), r.ratio());
+        }
+        say!("");
+        for (j, r) in p.iter().enumerate() {
+            if !r.stalled[1].is_empty() {
+                say!("  {}: stalled seeds {:?}", names[j + 1], r.stalled[1]);
+            }
+        }
+    }
+    for (n, k) in names[1..].iter().zip(&resolved) {
+        say!(
+            "{n}: {k} of {} rows resolve against {}",
+            pairs.len(),
+            names[0]
+        );
+    }
+    say!(
+        "(+ better, - worse, at alpha = {ALPHA} by a two-sided Mann-Whitney test; about {:.1} rows per policy by chance)",
+        ALPHA * pairs.len() as f64
+    );
+    Ok(())
 }

@@ -181,3 +181,63 @@ fn a_glob_that_matches_no_row_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// Several policies in one suite: every row has each policy's median, the
+/// others' ratio to the first (the base) and their resolution, and the
+/// two-policy columns agree with `--base/--head` run alone.
+#[test]
+fn several_policies_side_by_side() {
+    let rows = [
+        "--rows",
+        "ipc.reqrep.8",
+        "--rows",
+        "fair.nice",
+        "--seeds",
+        "3",
+    ];
+    let v = suite(&[&rows[..], &["--policies", "home,linux,waker-streak"]].concat());
+    assert_eq!(v["base"], "home");
+    let r = row(&v, "ipc.reqrep.8");
+    for p in ["home", "linux", "waker-streak"] {
+        assert!(
+            r["policies"][p]["median"].is_number(),
+            "{p}'s median in {r}"
+        );
+    }
+    assert!(
+        r["policies"]["linux"]["ratio"].is_number()
+            && r["policies"]["linux"]["resolves"].is_boolean()
+    );
+    let two = suite(&[&rows[..], &["--base", "home", "--head", "waker-streak"]].concat());
+    assert_eq!(
+        r["policies"]["waker-streak"]["ratio"],
+        row(&two, "ipc.reqrep.8")["ratio"],
+        "the same pair gives the same ratio in either form"
+    );
+    let svg = std::env::temp_dir().join(format!("several-{}.svg", std::process::id()));
+    let (code, out, err) = schedlab(
+        &[
+            &["suite"][..],
+            &rows[..],
+            &[
+                "--policies",
+                "home,linux,waker-streak",
+                "--plot",
+                svg.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("linux p50") && out.contains("waker-streak p50"),
+        "{out}"
+    );
+    let text = std::fs::read_to_string(&svg).expect("the SVG");
+    assert!(
+        text.contains("linux") && text.contains("waker-streak"),
+        "one legend entry per policy"
+    );
+    let (code, _, err) = schedlab(&["suite", "--policies", "home", "--seeds", "1"]);
+    assert_eq!(code, 2, "one policy is not a comparison: {err}");
+}
