@@ -33,6 +33,7 @@ declare -A what=(
   [switch-unaccounted]="accounting: a switch is charged to the CPU, not to its task"
   [shared-never-invalidated]="warmth: a process's shared data stays warm in every LLC its threads wrote it from"
   [llc-never-evicts]="warmth: an LLC holds any amount of hot data"
+  [flags-not-counted]="waker-streak:K:flags: a consumed flag does not reach the streak"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")

@@ -12,6 +12,7 @@ pub const CATALOG: &[(&str, &str)] = &[
     ("reqrep", "a request/reply pair, pinned as `placement` says (split | same_llc | same_core), `bytes` each way, `rounds` round trips; rtt_us"),
     ("split_pair", "request/reply started with the client in LLC 0 and the server in LLC 1, neither pinned: moves once into one LLC"),
     ("server_two_llcs", "one unpinned server on cpu0, a client pinned in LLC 0 and one pinned on cpu9, balancing off, `rounds` each; server_moves counts the moves made while both clients run"),
+    ("server_busy_near", "the seed's blind spot: a server whose near client's requests find it busy (flags) and whose far client's find it parked; `rounds` (240) near requests in bursts of `burst` (8); server_moves while both run"),
     ("fan_out", "a producer on cpu0 wakes 16 futex waiters for 16 rounds, balancing on: migrations"),
     ("leaving", "7 counted wakes from a thread, then 8 after it begins leaving: the task stays home"),
     ("cs_spinners", "seed-004's selftest on smt-2x2: one SMT pair cookied, two CPU-bound spinners on each sibling; resched_ipis_per_cpu_per_s (`cookies=false`: the control)"),
@@ -35,6 +36,7 @@ pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, 
         "reqrep" => reqrep(&mut b, &mut p)?,
         "split_pair" => split_pair(&mut b, &mut p)?,
         "server_two_llcs" => server_two_llcs(&mut b, &mut p)?,
+        "server_busy_near" => server_busy_near(&mut b, &mut p)?,
         "fan_out" => fan_out(&mut b, &mut p)?,
         "leaving" => leaving(&mut b, &mut p)?,
         "indep_wakes" => indep_wakes(&mut b, &mut p)?,
@@ -291,6 +293,90 @@ fn server_two_llcs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError>
             tasks: vec![],
             reasons: vec![],
             while_running: vec![],
+        },
+    );
+    Ok(())
+}
+
+/// The seed's blind spot (its review's finding B1), isolated: a server on
+/// cpu0 whose near client (pinned in LLC 0) sends bursts of `burst`
+/// requests, each arriving while the server is still busy (the client
+/// thinks `think_ns`, less than the server's `post_ns` of work after each
+/// reply), so every near wake is a flag; between bursts it lets the far
+/// client (pinned on another LLC's CPU) go, whose request arrives once the
+/// server has parked (it waits `post_ns` + 15 µs), and pauses `pause_ns`
+/// (35 µs), longer than that wait and shorter than it plus the server's
+/// `work_ns` on the far request, so its next request flags again. The seed's
+/// rule counts only the far client's parked wakes and follows it after K
+/// bursts; counting flags (`waker-streak:K:flags`) sees the near client.
+/// `rounds` near requests (240), `burst` (8) each; `server_moves` counted
+/// while both clients run.
+fn server_busy_near(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 240)?;
+    let burst: u64 = p.get("burst", 8)?;
+    let think: u64 = p.get("think_ns", 2_000)?;
+    let work: u64 = p.get("work_ns", 20_000)?;
+    let post: u64 = p.get("post_ns", 10_000)?;
+    let pause: u64 = p.get("pause_ns", 35_000)?;
+    if burst == 0 || rounds < burst {
+        return Err(ScenarioError(format!(
+            "server_busy_near: burst = {burst}, rounds = {rounds}: expected 1 <= burst <= rounds"
+        )));
+    }
+    let bursts = rounds / burst;
+    b.config().balance = Balance::OFF;
+    let t = b.topology().clone();
+    let llc0 = t.llcs()[0].cpus;
+    let far = other_llc(&t, 1)?;
+    let near = llc0.iter().nth(2).map(|c| c.index()).unwrap_or(0);
+    b.task(
+        "client_near",
+        near,
+        Some(llc0),
+        TaskSpec::fair(0),
+        vec![repeat(
+            bursts,
+            vec![
+                repeat(burst, vec![call("p", 8), Op::Sleep(think)]),
+                futex_wake("far_go", 1),
+                Op::Sleep(pause),
+            ],
+        )],
+    );
+    b.task(
+        "client_far",
+        far,
+        Some(CpuSet::single(schedlab_topology::CpuId::new(far))),
+        TaskSpec::fair(0),
+        // It waits past the server's post-work, so its request finds the
+        // server parked.
+        vec![repeat(
+            bursts,
+            vec![futex_wait("far_go"), Op::Sleep(post + 15_000), call("p", 8)],
+        )],
+    );
+    b.task(
+        "server",
+        0,
+        None,
+        TaskSpec::fair(0),
+        vec![repeat(
+            bursts * (burst + 1),
+            vec![serve("p"), run(work), reply(8), run(post)],
+        )],
+    );
+    b.figure(
+        "server_moves",
+        Figure::Moves {
+            tasks: vec!["server".into()],
+            reasons: vec![],
+            while_running: vec!["client_near".into(), "client_far".into()],
+        },
+    );
+    b.figure(
+        "server_flags",
+        Figure::Counter {
+            name: "wakes.flagged".into(),
         },
     );
     Ok(())

@@ -74,8 +74,8 @@ proptest! {
         // (one hop), an even k on the owner (two).
         b.policy(match k {
             0 => BuiltinPolicy::Home.into(),
-            k if k % 2 == 1 => PolicyRef::new("waker-streak@waker", OnWaker(WakerStreakRule { waker_run: k })),
-            k => BuiltinPolicy::WakerStreak { waker_run: k }.into(),
+            k if k % 2 == 1 => PolicyRef::new("waker-streak@waker", OnWaker(WakerStreakRule { waker_run: k, flags: false })),
+            k => BuiltinPolicy::WakerStreak { waker_run: k, flags: false }.into(),
         });
         b.config().balance = if balance { Balance::ON } else { Balance::OFF };
         b.run_ns(20_000_000);

@@ -245,3 +245,33 @@ fn linux_joins_a_split_pair_at_once_and_bounces_a_shared_server() {
         );
     }
 }
+
+/// The seed's blind spot and the rule that sees it: in `server_busy_near`
+/// the near client's requests find the server busy (flags the seed's rule
+/// never counts) and the far client's find it parked, so the seed's rule
+/// follows the far client after K bursts, in every seed; counting flagged
+/// wakes (`waker-streak:8:flags`) never moves the server while both run.
+/// And the split pair still moves exactly once with flags counted.
+#[test]
+fn counting_flags_keeps_a_server_with_its_busy_near_client() {
+    let seed_rule = scenario("server_busy_near", &["policy=waker-streak"]);
+    let flags = scenario("server_busy_near", &["policy=waker-streak:8:flags"]);
+    let split = scenario("split_pair", &["policy=waker-streak:8:flags"]);
+    for seed in 1..=40 {
+        let moved = run(&seed_rule, seed)["server_moves"];
+        assert!(
+            moved >= 1.0,
+            "seed {seed}: the seed's rule must follow the far client (its parked wakes alone make the run), moved {moved}"
+        );
+        let kept = run(&flags, seed)["server_moves"];
+        assert_eq!(
+            kept, 0.0,
+            "seed {seed}: with flags counted the near client's wakes break the far run: moved {kept}"
+        );
+        let pair = run(&split, seed)["pair_moves"];
+        assert_eq!(
+            pair, 1.0,
+            "seed {seed}: the split pair moves exactly once with flags, moved {pair}"
+        );
+    }
+}

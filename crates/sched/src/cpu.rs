@@ -38,12 +38,12 @@
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
-use schedlab_topology::CpuId;
+use schedlab_topology::{CpuId, LlcId};
 
 use crate::doorbell::IdleDepth;
 use crate::effects::{Counters, Effects, Kick, Park, PlaceReason, Switch, Trace, WakeCause};
 use crate::fair::Entity;
-use crate::park::TaskState;
+use crate::park::{Parked, TaskState};
 use crate::policy::{MachineSpawn, Policy, SpawnRule};
 use crate::runqueue::{Resched, RunQueue};
 use crate::shared::{Msg, Shared, SpawnError};
@@ -383,7 +383,12 @@ impl<P: Policy> CpuSched<P> {
         let mut task = self.rq.current.take().expect("block with no running task");
         let slot = sh.slot(task.id);
         slot.park.commit();
-        if !slot.park.finish_park() {
+        if let Parked::FlagConsumed { waker_llc } = slot.park.finish_park() {
+            if let Some(l) = waker_llc {
+                let m = sh.machine(self.id, now);
+                self.policy
+                    .flag_consumed(&m, LlcId::from_raw(l), &mut task.policy);
+            }
             let mut fx = Effects {
                 park: Park::Returned,
                 ..Effects::default()

@@ -70,7 +70,7 @@ pub use config::{Balance, Config, SpawnPolicy};
 pub use cpu::{CpuSched, Holding, Spawned};
 pub use doorbell::{IdleDepth, KickKind};
 pub use effects::{Counters, Effects, Kick, KickWhy, Park, PlaceReason, Switch, Trace, WakeCause};
-pub use park::{Delivery, TaskState};
+pub use park::{Delivery, Parked, TaskState};
 pub use policy::{
     BuiltinPolicy, Decides, Decision, Home, Machine, OnWaker, Policy, PolicyState, Wake,
     WakerStreakRule,

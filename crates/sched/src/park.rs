@@ -4,9 +4,16 @@
 //! ## Layout
 //!
 //! ```text
-//!  63        32 31     16 15      5   4       3        2..0
-//! [  unused   ][  owner  ][ unused ][killed][pending][ state ]
+//!  63      43  42       41..32    31     16 15      5   4       3        2..0
+//! [ unused ][flag llc?][flag llc][  owner  ][ unused ][killed][pending][ state ]
 //! ```
+//!
+//! The flag's LLC (11 bits: a valid bit and the ten-bit LLC id, below
+//! 1024) is what a policy that counts flagged wakes asks the deliverer to
+//! record with the pending flag: the LLC of the first waker that flagged
+//! the task since the flag was last consumed. It is written in the same
+//! CAS that sets `pending` and cleared in the CAS that consumes it, so it
+//! changes nothing in the protocol below (`tests/loom.rs` checks it too).
 //!
 //! ## Protocol
 //!
@@ -82,6 +89,14 @@ const PENDING: u64 = 1 << 3;
 const KILLED: u64 = 1 << 4;
 const OWNER_SHIFT: u32 = 16;
 const OWNER_MASK: u64 = 0xffff << OWNER_SHIFT;
+const FLAG_LLC_SHIFT: u32 = 32;
+const FLAG_LLC_MASK: u64 = 0x3ff << FLAG_LLC_SHIFT;
+const FLAG_LLC_VALID: u64 = 1 << 42;
+
+/// The flag's LLC field of `w`, if set.
+fn flag_llc(w: u64) -> Option<u16> {
+    (w & FLAG_LLC_VALID != 0).then_some(((w & FLAG_LLC_MASK) >> FLAG_LLC_SHIFT) as u16)
+}
 
 /// What a delivery did.
 #[must_use = "a delivery that posts must be followed by its kick and the owner's pass"]
@@ -95,6 +110,17 @@ pub enum Delivery {
     Coalesced,
     /// The task has exited.
     Dead,
+}
+
+/// What `finish_park` did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Parked {
+    Yes,
+    /// A wake had flagged it: it runs on; `waker_llc` is what the first
+    /// flagging waker recorded.
+    FlagConsumed {
+        waker_llc: Option<u16>,
+    },
 }
 
 /// A decoded park word.
@@ -159,6 +185,13 @@ impl ParkWord {
 
     /// Step 2: a wake from anyone.
     pub fn deliver(&self) -> Delivery {
+        self.deliver_from(None)
+    }
+
+    /// Step 2, recording `waker_llc` (an LLC id below 1024) with the
+    /// pending flag when the wake flags the task and no flag is pending
+    /// yet.
+    pub fn deliver_from(&self, waker_llc: Option<u16>) -> Delivery {
         let mut outcome = Delivery::Dead;
         let _ = self.update(|w| match TaskState::from_bits(w) {
             TaskState::Parked => {
@@ -180,7 +213,10 @@ impl ParkWord {
                 if w & PENDING != 0 {
                     None
                 } else {
-                    Some(w | PENDING)
+                    let llc = waker_llc.map_or(0, |l| {
+                        FLAG_LLC_VALID | ((l as u64 & 0x3ff) << FLAG_LLC_SHIFT)
+                    });
+                    Some(w | PENDING | llc)
                 }
             }
         });
@@ -202,20 +238,27 @@ impl ParkWord {
     }
 
     /// Step 1b (owner): park, unless a wake came in since `commit`. Returns
-    /// `true` when parked, `false` when the pending flag was consumed and the
-    /// task runs on.
-    pub(crate) fn finish_park(&self) -> bool {
-        let (_, new) = self
+    /// `Parked` when parked, else the consumed flag (and the LLC its first
+    /// waker recorded, if any): the task runs on.
+    pub fn finish_park(&self) -> Parked {
+        let (old, new) = self
             .update(|w| {
                 debug_assert_eq!(TaskState::from_bits(w), TaskState::Committing);
                 if w & PENDING != 0 {
-                    Some(encode_state(w & !PENDING, TaskState::Running))
+                    let cleared = w & !(PENDING | FLAG_LLC_MASK | FLAG_LLC_VALID);
+                    Some(encode_state(cleared, TaskState::Running))
                 } else {
                     Some(encode_state(w, TaskState::Parked))
                 }
             })
             .expect("the update never declines");
-        TaskState::from_bits(new) == TaskState::Parked
+        if TaskState::from_bits(new) == TaskState::Parked {
+            Parked::Yes
+        } else {
+            Parked::FlagConsumed {
+                waker_llc: flag_llc(old),
+            }
+        }
     }
 
     /// An owner transition `from -> to`, keeping the flags.
@@ -263,12 +306,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_flag_carries_its_first_waker_s_llc_to_the_consumer() {
+        let p = ParkWord::new(TaskState::Running, CpuId::new(3));
+        assert_eq!(p.deliver_from(Some(8)), Delivery::Flagged);
+        assert_eq!(
+            p.deliver_from(Some(0)),
+            Delivery::Flagged,
+            "already pending"
+        );
+        p.commit();
+        assert_eq!(
+            p.finish_park(),
+            Parked::FlagConsumed { waker_llc: Some(8) },
+            "the first waker's"
+        );
+        p.commit();
+        assert_eq!(
+            p.finish_park(),
+            Parked::Yes,
+            "consumed: the next park parks"
+        );
+        assert_eq!(p.load().owner, CpuId::new(3), "the owner is untouched");
+        let q = ParkWord::new(TaskState::Running, CpuId::new(1023));
+        assert_eq!(q.deliver_from(Some(1016)), Delivery::Flagged);
+        q.commit();
+        assert_eq!(
+            q.finish_park(),
+            Parked::FlagConsumed {
+                waker_llc: Some(1016)
+            },
+            "the largest ids fit"
+        );
+    }
+
+    #[test]
     fn a_wake_while_committing_makes_the_park_return() {
         let p = ParkWord::new(TaskState::Running, CpuId::new(3));
         p.commit();
         assert_eq!(p.deliver(), Delivery::Flagged);
-        assert!(
-            !p.finish_park(),
+        assert_eq!(
+            p.finish_park(),
+            Parked::FlagConsumed { waker_llc: None },
             "the pending flag must make the park return at once"
         );
         assert_eq!(p.load().state, TaskState::Running);
@@ -279,7 +357,7 @@ mod tests {
     fn only_one_wake_posts_for_a_parked_task() {
         let p = ParkWord::new(TaskState::Running, CpuId::new(5));
         p.commit();
-        assert!(p.finish_park());
+        assert_eq!(p.finish_park(), Parked::Yes);
         assert_eq!(
             p.deliver(),
             Delivery::Post {

@@ -62,7 +62,7 @@ use core::str::FromStr;
 
 use alloc::string::String;
 
-use schedlab_topology::{CpuId, CpuSet, Topology};
+use schedlab_topology::{CpuId, CpuSet, LlcId, Topology};
 
 use crate::config::Config;
 use crate::doorbell::Doorbell;
@@ -233,6 +233,18 @@ pub trait Policy: Clone + Send + Sync + 'static {
     /// must first be moved into its mask.
     fn wake_parked(&mut self, _m: &Machine<'_>, _wake: &Wake, _state: &mut Self::TaskState) {}
 
+    /// Whether a flagged wake (one that found the task running or about to
+    /// park) should record its waker's LLC for [`Policy::flag_consumed`].
+    fn counts_flags(&self) -> bool {
+        false
+    }
+
+    /// The task consumed a flag whose first waker ran in `waker_llc`
+    /// (its park returned at once), on the owner, with the task's state.
+    /// No placement follows: only parked wakes are placed.
+    fn flag_consumed(&mut self, _m: &Machine<'_>, _waker_llc: LlcId, _state: &mut Self::TaskState) {
+    }
+
     /// Where the woken task goes. Not asked for a stopped or killed task.
     /// The task's own state may change here too (Linux's
     /// `select_idle_sibling()` records `recent_used_cpu`).
@@ -276,15 +288,26 @@ impl Policy for Home {
 }
 
 /// Ordinary placement plus the waker-streak rule.
+///
+/// With `flags` (`waker-streak:K:flags`), a flagged wake also reaches the
+/// streak: the delivering CPU records the first flagging waker's LLC in the
+/// park word with the pending flag (11 bits of the word's unused upper
+/// half), and the owner counts it when the task consumes the flag. The
+/// per-task state stays the one `u16`; only parked wakes still move a task.
+/// So a server whose near client's requests keep finding it busy sees that
+/// client in its streak, and a far client's parked wakes no longer make a
+/// run alone.
 #[derive(Clone, Copy, Debug)]
 pub struct WakerStreakRule {
     pub waker_run: u8,
+    pub flags: bool,
 }
 
 impl Default for WakerStreakRule {
     fn default() -> Self {
         WakerStreakRule {
             waker_run: WAKER_RUN,
+            flags: false,
         }
     }
 }
@@ -298,6 +321,14 @@ impl Policy for WakerStreakRule {
 
     fn wake_parked(&mut self, m: &Machine<'_>, wake: &Wake, state: &mut WakerStreak) {
         count_streak(m, wake, state);
+    }
+
+    fn counts_flags(&self) -> bool {
+        self.flags
+    }
+
+    fn flag_consumed(&mut self, _m: &Machine<'_>, waker_llc: LlcId, state: &mut WakerStreak) {
+        state.observe(waker_llc);
     }
 
     fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<WakerStreak>) -> Decision {
@@ -335,6 +366,8 @@ pub enum BuiltinPolicy {
     Home,
     WakerStreak {
         waker_run: u8,
+        /// Flagged wakes count too (`waker-streak:K:flags`).
+        flags: bool,
     },
     /// Linux 6.19's wake placement (`crate::linux`).
     Linux,
@@ -345,10 +378,14 @@ impl fmt::Display for BuiltinPolicy {
         match self {
             BuiltinPolicy::Home => f.write_str("home"),
             BuiltinPolicy::Linux => f.write_str("linux"),
-            BuiltinPolicy::WakerStreak { waker_run } if *waker_run == WAKER_RUN => {
+            BuiltinPolicy::WakerStreak {
+                waker_run,
+                flags: true,
+            } => write!(f, "waker-streak:{waker_run}:flags"),
+            BuiltinPolicy::WakerStreak { waker_run, .. } if *waker_run == WAKER_RUN => {
                 f.write_str("waker-streak")
             }
-            BuiltinPolicy::WakerStreak { waker_run } => write!(f, "waker-streak:{waker_run}"),
+            BuiltinPolicy::WakerStreak { waker_run, .. } => write!(f, "waker-streak:{waker_run}"),
         }
     }
 }
@@ -376,21 +413,33 @@ impl FromStr for BuiltinPolicy {
             ("linux", None) => Ok(BuiltinPolicy::Linux),
             ("waker-streak", None) => Ok(BuiltinPolicy::WakerStreak {
                 waker_run: WAKER_RUN,
+                flags: false,
             }),
-            ("waker-streak", Some(k)) => match k.parse::<u8>() {
-                Ok(k) if (1..=crate::streak::MAX_RUN).contains(&k) => {
-                    Ok(BuiltinPolicy::WakerStreak { waker_run: k })
+            ("waker-streak", Some(arg)) => {
+                let (k, flags) = match arg.split_once(':') {
+                    Some((k, "flags")) => (k, true),
+                    Some(_) => {
+                        return Err(PolicyNameError(alloc::format!(
+                            "policy {s:?}: expected waker-streak:K or waker-streak:K:flags"
+                        )))
+                    }
+                    None => (arg, false),
+                };
+                match k.parse::<u8>() {
+                    Ok(k) if (1..=crate::streak::MAX_RUN).contains(&k) => {
+                        Ok(BuiltinPolicy::WakerStreak { waker_run: k, flags })
+                    }
+                    _ => Err(PolicyNameError(alloc::format!(
+                        "policy {s:?}: the run K of waker-streak:K must be 1..={}",
+                        crate::streak::MAX_RUN
+                    ))),
                 }
-                _ => Err(PolicyNameError(alloc::format!(
-                    "policy {s:?}: the run K of waker-streak:K must be 1..={}",
-                    crate::streak::MAX_RUN
-                ))),
-            },
+            }
             ("home" | "linux", Some(_)) => Err(PolicyNameError(alloc::format!(
                 "policy {s:?}: {family} takes no argument"
             ))),
             _ => Err(PolicyNameError(alloc::format!(
-                "policy {s:?}: expected home, waker-streak, waker-streak:K or linux"
+                "policy {s:?}: expected home, waker-streak, waker-streak:K, waker-streak:K:flags or linux"
             ))),
         }
     }
@@ -606,6 +655,14 @@ impl<P: Policy> Policy for OnWaker<P> {
 
     fn wake_parked(&mut self, m: &Machine<'_>, wake: &Wake, state: &mut Self::TaskState) {
         self.0.wake_parked(m, wake, state)
+    }
+
+    fn counts_flags(&self) -> bool {
+        self.0.counts_flags()
+    }
+
+    fn flag_consumed(&mut self, m: &Machine<'_>, waker_llc: LlcId, state: &mut Self::TaskState) {
+        self.0.flag_consumed(m, waker_llc, state)
     }
 
     fn place(

@@ -361,7 +361,7 @@ impl<S: PolicyState> Shared<S> {
     /// owner, with no effects gathered (the owner's half is timed apart).
     #[cfg(feature = "testhost")]
     pub fn post_wake_for_bench(&self, task: TaskId, cause: WakeCause, from: CpuId) -> Delivery {
-        let d = self.deliver(task);
+        let d = self.deliver_from(task, None);
         if let Delivery::Post { owner } = d {
             let _ = self.post(Some(from), owner, Msg::Wake { task, cause });
         }
@@ -375,11 +375,12 @@ impl<S: PolicyState> Shared<S> {
     }
 
     /// The park word's half of the one wake path (the `wake` module's
-    /// step 2): flag a task that is not parked; for one that is, report the
-    /// owner, whose parked entity the caller now holds the right to place.
-    /// Only `CpuSched`'s wake code calls it.
-    pub(crate) fn deliver(&self, task: TaskId) -> Delivery {
-        self.slot(task).park.deliver()
+    /// step 2): flag a task that is not parked (recording `waker_llc` with
+    /// the flag, for a policy that counts flagged wakes); for one that is,
+    /// report the owner, whose parked entity the caller now holds the right
+    /// to place. Only `CpuSched`'s wake code calls it.
+    pub(crate) fn deliver_from(&self, task: TaskId, waker_llc: Option<u16>) -> Delivery {
+        self.slot(task).park.deliver_from(waker_llc)
     }
 }
 

@@ -65,7 +65,11 @@ impl<P: Policy> CpuSched<P> {
         now: u64,
         fx: &mut Effects,
     ) {
-        let delivery = sh.deliver(task);
+        let flag_llc = cause
+            .waker
+            .filter(|_| self.policy.counts_flags())
+            .map(|w| sh.topology().llc_id(w).index() as u16);
+        let delivery = sh.deliver_from(task, flag_llc);
         let m = sh.machine(self.id, now);
         let waker_state = match cause.waker {
             Some(_) => self.rq.current.as_mut().map(|t| &mut t.policy),

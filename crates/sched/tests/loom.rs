@@ -14,8 +14,8 @@
 use loom::sync::Arc;
 use loom::thread;
 use schedlab_sched::{
-    Balance, Config, CpuSched, Effects, Holding, Home, OnWaker, Policy, Shared, Switch, TaskId,
-    TaskSpec,
+    Balance, Config, CpuSched, Effects, Holding, Home, OnWaker, Policy, PolicyState, Shared,
+    Switch, TaskId, TaskSpec, WakerStreakRule,
 };
 use schedlab_topology::{CpuId, CpuSet, Shape, Siblings};
 
@@ -103,6 +103,50 @@ fn a_wake_racing_a_park_is_never_lost() {
             "the task must be held exactly once"
         );
         assert_eq!(c0.queued(), 0, "and queued nowhere");
+    });
+}
+
+/// With flags counted (`waker-streak:K:flags`), the flag's waker LLC rides
+/// in the park word: a wake racing a park is still never lost, and it
+/// reaches the streak exactly once, as a consumed flag or as a parked wake.
+#[test]
+fn a_counted_flag_racing_a_park_counts_once() {
+    loom::model(|| {
+        let rule = WakerStreakRule {
+            waker_run: 8,
+            flags: true,
+        };
+        let (sh, mut cpus) = machine(2, false, rule);
+        let t = running_on(&sh, &mut cpus, 0);
+        running_on(&sh, &mut cpus, 1);
+        let mut c1 = cpus.pop().unwrap();
+        let mut c0 = cpus.pop().unwrap();
+        let sh1 = sh.clone();
+        let waker = thread::spawn(move || {
+            let fx = c1.wake(&sh1, t, 1);
+            (c1, fx)
+        });
+        let fx0 = c0.block(&sh, 1, 0);
+        let (_c1, fx1) = waker.join().unwrap();
+        if fx0.switch != Some(Switch::Run(t)) && kicked(&fx1, 0) {
+            let _ = c0.pass(&sh, 2, 0);
+        }
+        assert_eq!(c0.current(), Some(t), "the wake was lost");
+        let run = c0
+            .task(&sh, t)
+            .and_then(|task| task.state().streak())
+            .map(|s| s.run());
+        assert_eq!(
+            run,
+            Some(1),
+            "one wake, counted once (park returned at once: {})",
+            fx0.switch == Some(Switch::Run(t))
+        );
+        assert_eq!(
+            sh.task_word(t).pending,
+            false,
+            "the flag is consumed or never set"
+        );
     });
 }
 

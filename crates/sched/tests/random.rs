@@ -122,7 +122,7 @@ proptest! {
         let mut cfg = Config::for_topology(&topo);
         cfg.spawn = if rotate { SpawnPolicy::Rotate } else { SpawnPolicy::Near };
         cfg.balance = if balance { Balance::ON } else { Balance::OFF };
-        let rule = WakerStreakRule { waker_run: k.max(1) };
+        let rule = WakerStreakRule { waker_run: k.max(1), flags: false };
         match (k, on_waker) {
             (0, false) => run_ops(TestHost::new(topo, cfg, Home), ops)?,
             (0, true) => run_ops(TestHost::new(topo, cfg, OnWaker(Home)), ops)?,

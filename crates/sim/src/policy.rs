@@ -70,8 +70,8 @@ impl From<BuiltinPolicy> for PolicyRef {
     fn from(b: BuiltinPolicy) -> PolicyRef {
         match b {
             BuiltinPolicy::Home => PolicyRef::new(b.to_string(), Home),
-            BuiltinPolicy::WakerStreak { waker_run } => {
-                PolicyRef::new(b.to_string(), WakerStreakRule { waker_run })
+            BuiltinPolicy::WakerStreak { waker_run, flags } => {
+                PolicyRef::new(b.to_string(), WakerStreakRule { waker_run, flags })
             }
             BuiltinPolicy::Linux => PolicyRef::new(b.to_string(), Linux::default()),
         }
@@ -147,7 +147,7 @@ impl Registry {
         );
         r.add(
             "waker-streak",
-            "home plus the seed's rule: K parked wakes in a row from another LLC move it there (K = 8; waker-streak:K)",
+            "home plus the seed's rule: K parked wakes in a row from another LLC move it there (K = 8; waker-streak:K; waker-streak:K:flags counts flagged wakes too)",
             builtin("waker-streak"),
         );
         r.add(
