@@ -18,7 +18,9 @@ use schedlab_topology::{CpuId, Level};
 
 use super::code::{Instr, MetricId, ProgId};
 use super::{Engine, Ev, SegKind};
-use crate::objects::{Arrival, BarrierId, CondId, FutexId, LockId, PipeId, PipeStep, PortId};
+use crate::objects::{
+    Arrival, BarrierId, CondId, FutexId, LockId, PipeId, PipeStep, PortId, TimerId,
+};
 use crate::outcome::StallCause;
 
 /// What a blocked task waits for, re-checked each time it runs.
@@ -272,9 +274,7 @@ impl<P: Policy> Engine<P> {
             Instr::Lap(m) => {
                 let now = self.now;
                 if let Some(prev) = self.task(task).lap(m, now) {
-                    self.laps[m.0 as usize]
-                        .get_or_insert_with(Vec::new)
-                        .push(now - prev);
+                    self.push_lap(m, now - prev);
                 }
                 self.done(task)
             }
@@ -297,23 +297,11 @@ impl<P: Policy> Engine<P> {
                 timer,
                 period,
                 absolute,
-            } => {
-                if self.task(task).op_started {
-                    return self.done(task);
-                }
-                let now = self.now;
-                match self.objects.timers[timer.index()].next(now, period, absolute) {
-                    Some(at) => self.op_sleep_until(cpu, task, at),
-                    None => self.done(task),
-                }
-            }
+            } => self.op_timer(cpu, task, timer, period, absolute),
             Instr::RunFor(ns) => self.op_run_for(cpu, task, ns),
             Instr::WakeLap(m) => {
-                let now = self.now;
                 if let Some(at) = self.task(task).woken_at {
-                    self.laps[m.0 as usize]
-                        .get_or_insert_with(Vec::new)
-                        .push(now - at);
+                    self.push_lap(m, self.now - at);
                 }
                 self.done(task)
             }
@@ -365,6 +353,31 @@ impl<P: Policy> Engine<P> {
                 self.apply_returning(cpu, task, fx)
             }
             Instr::LoopStart { .. } | Instr::LoopEnd { .. } => unreachable!("stepped, not run"),
+        }
+    }
+
+    fn push_lap(&mut self, m: MetricId, ns: u64) {
+        self.laps[m.0 as usize]
+            .get_or_insert_with(Vec::new)
+            .push(ns);
+    }
+
+    /// rt-app's timer: sleep until its next expiry, or go on when that is
+    /// past ([`crate::objects::Timer::next`]).
+    fn op_timer(
+        &mut self,
+        cpu: CpuId,
+        task: TaskId,
+        t: TimerId,
+        period: u64,
+        absolute: bool,
+    ) -> bool {
+        if self.task(task).op_started {
+            return self.done(task);
+        }
+        match self.objects.timers[t.index()].next(self.now, period, absolute) {
+            Some(at) => self.op_sleep_until(cpu, task, at),
+            None => self.done(task),
         }
     }
 

@@ -501,42 +501,6 @@ impl<P: Policy> Engine<P> {
         out
     }
 
-    /// Accounts every CPU's live segment up to `end` and the idle time
-    /// after its last; with the invariants on, checks the sums: per CPU,
-    /// busy + idle is the run's length, and the CPU time of all tasks is
-    /// the busy time of all CPUs.
-    fn close_accounts(&mut self, end: u64) {
-        for c in 0..self.hw.len() {
-            if let Some(seg) = self.hw[c].seg {
-                self.account(CpuId::new(c), &seg, end.min(seg.end).max(seg.start));
-            }
-            let h = &mut self.hw[c];
-            h.idle_ns += end.saturating_sub(h.accounted_to);
-            h.accounted_to = h.accounted_to.max(end);
-        }
-        if !self.check {
-            return;
-        }
-        for (c, h) in self.hw.iter().enumerate() {
-            assert_eq!(
-                h.busy_ns + h.idle_ns,
-                h.accounted_to,
-                "accounting: cpu{c} busy {} + idle {} is not the run's {} ns (seed {})",
-                h.busy_ns,
-                h.idle_ns,
-                h.accounted_to,
-                self.rec.out.seed
-            );
-        }
-        let busy: u64 = self.hw.iter().map(|h| h.busy_ns).sum();
-        let tasks: u64 = self.tasks.iter().map(|(_, t)| t.cpu_ns).sum();
-        assert_eq!(
-            busy, tasks,
-            "accounting: the CPUs were busy {busy} ns, the tasks ran {tasks} ns (seed {})",
-            self.rec.out.seed
-        );
-    }
-
     fn event(&mut self, ev: Ev) {
         match ev {
             Ev::Kick { cpu } => {

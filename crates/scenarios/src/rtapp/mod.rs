@@ -70,13 +70,17 @@ use std::path::Path;
 
 use schedlab_sim::sched::TaskSpec;
 use schedlab_sim::{Figure, Op};
-use schedlab_topology::read::{line_column, ReadError};
+use schedlab_topology::read::ReadError;
 use schedlab_topology::{CpuId, CpuSet, Topology};
-use serde::de::{Deserializer, MapAccess, Visitor};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::{Builder, Params, Scenario};
+
+mod events;
+mod json;
+
+use events::{event, EVENTS, UNIQUE};
+use json::{strip_comments, Obj, Reader, Res};
 
 /// Bytes per ns `mem` and `iorun` are charged at: 10 GB/s, an estimate of
 /// one core's `memset` bandwidth to a buffer of rt-app's default size.
@@ -95,157 +99,6 @@ const LOGGING: &[&str] = &[
     "cumulative_slack",
     "spacing",
 ];
-
-/// Event names in `obj_is_event()`'s order (a key is the first it starts
-/// with).
-const EVENTS: &[&str] = &[
-    "lock", "unlock", "wait", "signal", "broad", "sync", "sleep", "runtime", "run", "timer",
-    "suspend", "resume", "mem", "iorun", "yield", "barrier", "fork",
-];
-
-/// A JSON object's members in file order (duplicates kept, as workgen's
-/// numbered keys would be), each value still raw so it knows its place.
-struct Obj<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Obj<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Obj<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Obj<'de>, M::Error> {
-                let mut v = Vec::new();
-                while let Some(e) = m.next_entry::<String, &'de RawValue>()? {
-                    v.push(e);
-                }
-                Ok(Obj(v))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-/// The file being read: its text, its name, and what it noted.
-struct Reader<'a> {
-    text: &'a str,
-    file: &'a Path,
-    notes: Vec<String>,
-    /// rt-app's legacy `resources` section: a `signal` or `broadcast`
-    /// resource names the condition (`target`) its events wake.
-    targets: BTreeMap<String, String>,
-}
-
-type Res<T> = Result<T, ReadError>;
-
-impl<'a> Reader<'a> {
-    fn at(&self, v: &RawValue, message: String) -> ReadError {
-        let offset = (v.get().as_ptr() as usize).saturating_sub(self.text.as_ptr() as usize);
-        let (l, c) = line_column(self.text, offset);
-        ReadError {
-            file: self.file.to_path_buf(),
-            line: Some(l),
-            column: Some(c),
-            message,
-        }
-    }
-
-    fn note(&mut self, v: &RawValue, what: &str) {
-        let e = self.at(v, what.to_string());
-        self.notes.push(e.to_string());
-    }
-
-    fn parse<T: Deserialize<'a>>(&self, v: &'a RawValue, expected: &str) -> Res<T> {
-        serde_json::from_str(v.get()).map_err(|_| {
-            let found: String = v.get().chars().take(40).collect();
-            self.at(v, format!("expected {expected}, found {found}"))
-        })
-    }
-
-    fn obj(&self, v: &'a RawValue) -> Res<Obj<'a>> {
-        self.parse(v, "an object")
-    }
-
-    fn int(&self, v: &'a RawValue) -> Res<i64> {
-        self.parse(v, "an integer")
-    }
-
-    /// A duration in µs, as ns.
-    fn us(&self, v: &'a RawValue) -> Res<u64> {
-        let n = self.int(v)?;
-        u64::try_from(n)
-            .map(|n| n.saturating_mul(1000))
-            .map_err(|_| {
-                self.at(
-                    v,
-                    format!("expected a duration in µs (0 or more), found {n}"),
-                )
-            })
-    }
-
-    fn string(&self, v: &'a RawValue) -> Res<String> {
-        self.parse(v, "a string")
-    }
-
-    /// The condition a signal names: its legacy resource's target, if any.
-    fn target(&self, name: String) -> String {
-        self.targets.get(&name).cloned().unwrap_or(name)
-    }
-}
-
-/// Blanks C comments (`/* */`, `//`) to spaces, keeping every newline, so
-/// offsets, lines and columns stay the file's.
-fn strip_comments(text: &str) -> Result<String, String> {
-    use std::io::Read;
-    let settings = json_comments::CommentSettings::c_style();
-    let mut out = Vec::with_capacity(text.len());
-    settings
-        .strip_comments(text.as_bytes())
-        .read_to_end(&mut out)
-        .map_err(|e| format!("unbalanced comment: {e}"))?;
-    for (o, i) in out.iter_mut().zip(text.bytes()) {
-        if i == b'\n' {
-            *o = b'\n';
-        }
-    }
-    blank_trailing_commas(&mut out);
-    String::from_utf8(out).map_err(|e| format!("not UTF-8 after comments: {e}"))
-}
-
-/// Blanks a comma that only whitespace separates from a closing `}` or
-/// `]`: json-c, which rt-app reads with, accepts one there (rt-app's own
-/// examples have them); serde_json does not.
-fn blank_trailing_commas(b: &mut [u8]) {
-    let (mut in_string, mut escaped) = (false, false);
-    let mut comma: Option<usize> = None;
-    for i in 0..b.len() {
-        let c = b[i];
-        if in_string {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            b'"' => {
-                in_string = true;
-                comma = None;
-            }
-            b',' => comma = Some(i),
-            b'}' | b']' => {
-                if let Some(j) = comma.take() {
-                    b[j] = b' ';
-                }
-            }
-            c if c.is_ascii_whitespace() => {}
-            _ => comma = None,
-        }
-    }
-}
 
 /// Loads an rt-app file onto `topology`; `params` are the common ones.
 pub fn load(path: &Path, topology: Topology, params: Params) -> Result<Scenario, ReadError> {
@@ -651,138 +504,6 @@ fn read_phase<'a>(
         });
     }
     Ok((Op::Loop { n: times(n), body }, own))
-}
-
-/// A `{ref, mutex}` object's two names (rt-app's default for both:
-/// `"unknown"`).
-fn ref_mutex<'a>(r: &Reader<'a>, v: &'a RawValue) -> Res<(String, String)> {
-    let (mut re, mut mutex) = ("unknown".to_string(), "unknown".to_string());
-    for (k, x) in r.obj(v)?.0 {
-        match k.as_str() {
-            "ref" => re = r.string(x)?,
-            "mutex" => mutex = r.string(x)?,
-            _ => return Err(r.at(x, format!("unknown key {k:?}: expected ref or mutex"))),
-        }
-    }
-    Ok((re, mutex))
-}
-
-fn event<'a>(
-    r: &mut Reader<'a>,
-    ev: &str,
-    v: &'a RawValue,
-    names: &[&str],
-    me: &str,
-    out: &mut Vec<Op>,
-) -> Res<()> {
-    let lock = |l: &str| Op::Lock { lock: l.into() };
-    let unlock = |l: &str| Op::Unlock { lock: l.into() };
-    let wait = |c: &str, l: &str| Op::CondWait {
-        cond: c.into(),
-        lock: Some(l.into()),
-    };
-    let task_named = |r: &Reader<'a>, what: &str| -> Res<String> {
-        let n = r.string(v)?;
-        let n = if n.is_empty() && what == "suspend" {
-            me.to_string()
-        } else {
-            n
-        };
-        if !names.contains(&n.as_str()) {
-            return Err(r.at(
-                v,
-                format!(
-                    "{what} names {n:?}, which is no task: expected one of {}",
-                    names.join(", ")
-                ),
-            ));
-        }
-        Ok(n)
-    };
-    match ev {
-        "run" => out.push(Op::Run(r.us(v)?)),
-        "runtime" => out.push(Op::RunFor(r.us(v)?)),
-        "sleep" => out.push(Op::Sleep(r.us(v)?)),
-        "mem" | "iorun" => {
-            let bytes = u64::try_from(r.int(v)?)
-                .map_err(|_| r.at(v, "expected a size in bytes, 0 or more".into()))?;
-            r.note(
-                v,
-                &format!("{ev}: run for {bytes} B at {MEM_BYTES_PER_NS} B/ns (an estimate)"),
-            );
-            out.push(Op::Run(bytes / MEM_BYTES_PER_NS));
-        }
-        "lock" => out.push(lock(&r.string(v)?)),
-        "unlock" => out.push(unlock(&r.string(v)?)),
-        "signal" => out.push(Op::CondSignal {
-            cond: r.target(r.string(v)?),
-        }),
-        "broad" => out.push(Op::CondBroadcast {
-            cond: r.target(r.string(v)?),
-        }),
-        "wait" => {
-            let (c, m) = ref_mutex(r, v)?;
-            out.push(wait(&c, &m));
-        }
-        "sync" => {
-            let (c, m) = ref_mutex(r, v)?;
-            out.push(Op::CondSignal { cond: c.clone() });
-            out.push(wait(&c, &m));
-        }
-        "suspend" => {
-            let n = task_named(r, "suspend")?;
-            out.extend([lock(&n), wait(&n, &n), unlock(&n)]);
-        }
-        "resume" => {
-            let n = task_named(r, "resume")?;
-            out.extend([lock(&n), Op::CondBroadcast { cond: n.clone() }, unlock(&n)]);
-        }
-        "timer" => out.push(timer(r, v, me)?),
-        "yield" => out.push(Op::Yield),
-        "barrier" => out.push(Op::Barrier {
-            barrier: r.string(v)?,
-            n: 0,
-        }),
-        "fork" => out.push(Op::Spawn {
-            program: task_named(r, "fork")?,
-        }),
-        _ => unreachable!("EVENTS lists {ev}"),
-    }
-    Ok(())
-}
-
-/// Marks a per-thread timer's name, replaced by the instance's own.
-const UNIQUE: &str = "\u{0}unique:";
-
-fn timer<'a>(r: &Reader<'a>, v: &'a RawValue, me: &str) -> Res<Op> {
-    let (mut re, mut period, mut absolute) = ("unknown".to_string(), 0, false);
-    for (k, x) in r.obj(v)?.0 {
-        match k.as_str() {
-            "ref" => re = r.string(x)?,
-            "period" => period = r.us(x)?,
-            "mode" => {
-                absolute = match r.string(x)?.as_str() {
-                    "absolute" => true,
-                    "relative" => false,
-                    m => return Err(r.at(x, format!("expected relative or absolute, found {m:?}"))),
-                }
-            }
-            _ => {
-                return Err(r.at(
-                    x,
-                    format!("unknown key {k:?}: expected ref, period or mode"),
-                ))
-            }
-        }
-    }
-    if re.starts_with("unique") {
-        re = format!("{UNIQUE}{me}:{re}");
-    }
-    Ok(Op::Timer {
-        timer: re,
-        period,
-        absolute,
-    })
 }
 
 /// The thread's class and affinity, from its own keys and the global
