@@ -7,10 +7,10 @@
 //! 0.47 µs, mean 0.71 µs), as a boot is on the selftest's QEMU guest. The
 //! model reads (40 seeds):
 //!
-//! * without the re-pick renewal: median about 650, mean about 1060, from
-//!   167 to about 5350, 12 of 40 seeds above the selftest's failure line
+//! * without the re-pick renewal: median about 650, mean about 990, from
+//!   167 to about 6070, 12 of 40 seeds above the selftest's failure line
 //!   of 1000;
-//! * with it: 167 to 201 on every seed.
+//! * with it: 167 to 200 on every seed.
 //!
 //! Linux measured 808-2123 (6 of 7 runs above 1000) and 224-271. The
 //! storm's mechanism is Linux's (coresched's module doc, and its
