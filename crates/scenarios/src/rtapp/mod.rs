@@ -166,7 +166,7 @@ pub fn load_str(
     }
     let tasks = tasks.ok_or_else(|| whole("expected a \"tasks\" object, found none".into()))?;
     let threads = read_tasks(&mut r, &tasks, &global, b.topology())?;
-    let endless = build(&mut b, threads)?;
+    let endless = build(&mut b, threads);
     match global.duration_s {
         Some(s) => {
             b.run_ns(s.saturating_mul(1_000_000_000));
@@ -578,7 +578,7 @@ fn class<'a>(
 }
 
 /// Puts every thread's instances into `b`; `true` when one loops for ever.
-fn build(b: &mut Builder, threads: Vec<Thread>) -> Res<bool> {
+fn build(b: &mut Builder, threads: Vec<Thread>) -> bool {
     let all = *b.topology().cpus();
     let mut endless = false;
     for t in &threads {
@@ -601,7 +601,7 @@ fn build(b: &mut Builder, threads: Vec<Thread>) -> Res<bool> {
             endless |= t.endless;
         }
     }
-    Ok(endless)
+    endless
 }
 
 /// The program with its `unique` timers named for `who`.
