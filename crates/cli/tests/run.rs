@@ -210,3 +210,34 @@ fn topology_from_lscpu_sysfs_and_toml() {
         "{err}"
     );
 }
+
+/// An rt-app file runs like any scenario (on `--topology`), its notes
+/// first; a broken one is exit 2 with its place.
+#[test]
+fn rt_app_files_run_from_the_command_line() {
+    let f = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/rt-app/periodic.json"
+    );
+    let (code, out, err) = schedlab(&["run", f, "--topology", "t14", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("note: ") && err.contains("calibration"),
+        "the notes: {err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["topology"], "t14");
+    assert_eq!(v["scenario"], "periodic");
+    let bad = std::env::temp_dir().join(format!("bad-{}.json", std::process::id()));
+    std::fs::write(
+        &bad,
+        "{ \"tasks\": { \"a\": { \"run\": 1,\n \"cpus\": [99] } } }",
+    )
+    .unwrap();
+    let (code, _, err) = schedlab(&["run", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cpus: expected CPUs below 16 on amd-2x8, found 99"),
+        "{err}"
+    );
+}
