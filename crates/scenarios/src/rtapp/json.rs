@@ -47,8 +47,16 @@ pub(super) struct Reader<'a> {
 pub(super) type Res<T> = Result<T, ReadError>;
 
 impl<'a> Reader<'a> {
+    /// Where `v` starts in the text, in bytes.
+    pub(super) fn offset(&self, v: &RawValue) -> usize {
+        (v.get().as_ptr() as usize).saturating_sub(self.text.as_ptr() as usize)
+    }
+
     pub(super) fn at(&self, v: &RawValue, message: String) -> ReadError {
-        let offset = (v.get().as_ptr() as usize).saturating_sub(self.text.as_ptr() as usize);
+        self.at_offset(self.offset(v), message)
+    }
+
+    pub(super) fn at_offset(&self, offset: usize, message: String) -> ReadError {
         let (l, c) = line_column(self.text, offset);
         ReadError {
             file: self.file.to_path_buf(),

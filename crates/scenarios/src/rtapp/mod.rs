@@ -301,6 +301,8 @@ struct Sched {
     policy: Option<String>,
     priority: Option<i64>,
     cpus: Option<Vec<usize>>,
+    /// Where `cpus` is in the file, for its errors.
+    cpus_at: usize,
 }
 
 fn read_tasks<'a>(
@@ -435,7 +437,10 @@ fn read_property<'a>(r: &mut Reader<'a>, k: &str, v: &'a RawValue, s: &mut Sched
     match k {
         "policy" => s.policy = Some(r.string(v)?),
         "priority" => s.priority = Some(r.int(v)?),
-        "cpus" => s.cpus = Some(r.parse(v, "an array of CPU numbers")?),
+        "cpus" => {
+            s.cpus = Some(r.parse(v, "an array of CPU numbers")?);
+            s.cpus_at = r.offset(v);
+        }
         "taskgroup" => r.note(v, "warning: taskgroup ignored (no cgroups are modelled)"),
         "util_min" | "util_max" | "nodes_membind" | "membind_nodes" => {
             r.note(v, &format!("{k}: ignored (not modelled)"))
@@ -558,8 +563,8 @@ fn class<'a>(
             let mut set = CpuSet::new();
             for &c in list {
                 if c >= n {
-                    return Err(r.at(
-                        v,
+                    return Err(r.at_offset(
+                        s.cpus_at,
                         format!(
                             "cpus: expected CPUs below {n} on {}, found {c}",
                             topo.name()
@@ -569,7 +574,10 @@ fn class<'a>(
                 set.insert(CpuId::new(c));
             }
             if set.is_empty() {
-                return Err(r.at(v, "cpus: expected at least one CPU, found []".into()));
+                return Err(r.at_offset(
+                    s.cpus_at,
+                    "cpus: expected at least one CPU, found []".into(),
+                ));
             }
             Some(set)
         }
