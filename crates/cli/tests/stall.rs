@@ -97,6 +97,7 @@ fn waits_nobody_ends_are_a_stall_report() {
     assert_eq!(code, 3, "{err}");
     for want in [
         "warning: port \"nobody\" is called and served by no program",
+        "warning: futex \"f\" is waited on and woken by no program",
         "client waits on a reply on port \"nobody\" (nobody serves it)",
         "w waits on a wake of futex \"f\"",
     ] {

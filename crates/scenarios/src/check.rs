@@ -164,6 +164,37 @@ pub fn unserved_ports<'a>(all: impl Iterator<Item = &'a [Op]>) -> Vec<String> {
     called.difference(&served).map(|s| s.to_string()).collect()
 }
 
+fn waits(ops: &[Op], waited: &mut BTreeSet<String>, woken: &mut BTreeSet<String>) {
+    for op in ops {
+        match op {
+            Op::FutexWait { futex } => {
+                waited.insert(format!("futex {futex:?}"));
+            }
+            Op::FutexWake { futex, .. } => {
+                woken.insert(format!("futex {futex:?}"));
+            }
+            Op::CondWait { cond, .. } => {
+                waited.insert(format!("condition {cond:?}"));
+            }
+            Op::CondSignal { cond } | Op::CondBroadcast { cond } => {
+                woken.insert(format!("condition {cond:?}"));
+            }
+            Op::Loop { body, .. } => waits(body, waited, woken),
+            _ => {}
+        }
+    }
+}
+
+/// Futexes and condition variables some program waits on and none wakes:
+/// each such wait lasts for ever (a warning, like [`unserved_ports`]).
+pub fn never_woken<'a>(all: impl Iterator<Item = &'a [Op]>) -> Vec<String> {
+    let (mut waited, mut woken) = (BTreeSet::new(), BTreeSet::new());
+    for ops in all {
+        waits(ops, &mut waited, &mut woken);
+    }
+    waited.difference(&woken).cloned().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +266,23 @@ mod tests {
         assert_eq!(spawn_cycle(&p), Some(vec!["c".into()]));
         let p = progs(&[("a", vec![spawn("b"), spawn("b")]), ("b", vec![Op::Run(1)])]);
         assert_eq!(spawn_cycle(&p), None, "a tree, not a cycle");
+    }
+
+    #[test]
+    fn a_wait_nobody_wakes_is_found() {
+        let a = vec![
+            Op::FutexWait { futex: "f".into() },
+            Op::CondWait {
+                cond: "c".into(),
+                lock: None,
+            },
+        ];
+        let b = vec![Op::CondSignal { cond: "c".into() }];
+        let all = [a.as_slice(), b.as_slice()];
+        assert_eq!(
+            never_woken(all.into_iter()),
+            vec!["futex \"f\"".to_string()]
+        );
     }
 
     #[test]

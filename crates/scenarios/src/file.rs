@@ -366,10 +366,21 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
         .iter()
         .map(|t| t.program.get_ref().as_slice())
         .chain(programs.values().map(Vec::as_slice));
-    let notes = check::unserved_ports(all)
+    let all: Vec<&[Op]> = all.collect();
+    let mut notes: Vec<String> = check::unserved_ports(all.iter().copied())
         .into_iter()
         .map(|p| format!("{}: warning: port {p:?} is called and served by no program: each call waits for ever", file.display()))
         .collect();
+    notes.extend(
+        check::never_woken(all.iter().copied())
+            .into_iter()
+            .map(|w| {
+                format!(
+            "{}: warning: {w} is waited on and woken by no program: each wait lasts for ever",
+            file.display()
+        )
+            }),
+    );
     let mut s = b.build(used);
     s.notes = notes;
     Ok(s)

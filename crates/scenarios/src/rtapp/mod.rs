@@ -191,6 +191,14 @@ pub fn load_str(
     b.common(&mut params).map_err(|e| whole(e.0))?;
     let used = params.finish(&stem).map_err(|e| whole(e.0))?;
     let mut s = b.build(used);
+    let programs = s.spec.tasks.iter().map(|t| t.program.as_slice());
+    for w in crate::check::never_woken(programs.chain(s.spec.programs.values().map(Vec::as_slice)))
+    {
+        r.notes.push(format!(
+            "{}: warning: {w} is waited on and signalled by no event: each wait lasts for ever",
+            file.display()
+        ));
+    }
     s.notes = r.notes;
     Ok(s)
 }
