@@ -232,6 +232,17 @@ fn split_pair(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     Ok(())
 }
 
+/// The server's moves, counted while both its clients run: once one is
+/// done, following the other is what a rule should do; the seed's claim is
+/// about a server between two clients.
+fn server_moves() -> Figure {
+    Figure::Moves {
+        tasks: vec!["server".into()],
+        reasons: vec![],
+        while_running: vec!["client_near".into(), "client_far".into()],
+    }
+}
+
 fn server_two_llcs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     let rounds: u64 = p.get("rounds", 24)?;
     let bytes: u64 = p.get("bytes", 8)?;
@@ -276,17 +287,7 @@ fn server_two_llcs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError>
         TaskSpec::fair(0),
         vec![repeat(2 * rounds, vec![serve("p"), reply(bytes)])],
     );
-    // Counted while both clients run: once one is done, following the
-    // other is what the rule should do; the seed's claim is about a server
-    // between two clients.
-    b.figure(
-        "server_moves",
-        Figure::Moves {
-            tasks: vec!["server".into()],
-            reasons: vec![],
-            while_running: vec!["client_near".into(), "client_far".into()],
-        },
-    );
+    b.figure("server_moves", server_moves());
     b.figure(
         "pair_moves",
         Figure::Moves {
@@ -365,14 +366,7 @@ fn server_busy_near(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError
             vec![serve("p"), run(work), reply(8), run(post)],
         )],
     );
-    b.figure(
-        "server_moves",
-        Figure::Moves {
-            tasks: vec!["server".into()],
-            reasons: vec![],
-            while_running: vec!["client_near".into(), "client_far".into()],
-        },
-    );
+    b.figure("server_moves", server_moves());
     b.figure(
         "server_flags",
         Figure::Counter {

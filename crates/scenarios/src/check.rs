@@ -92,17 +92,23 @@ pub fn check_ops(ops: &[Op], programs: &BTreeMap<String, Vec<Op>>) -> Result<(),
     Ok(())
 }
 
-/// The programs `ops` spawns, loops included.
-fn spawned<'a>(ops: &'a [Op], out: &mut BTreeSet<&'a str>) {
+/// Every op of `ops` in order, loop bodies included.
+pub fn for_each_op<'a>(ops: &'a [Op], f: &mut impl FnMut(&'a Op)) {
     for op in ops {
-        match op {
-            Op::Spawn { program } => {
-                out.insert(program);
-            }
-            Op::Loop { body, .. } => spawned(body, out),
-            _ => {}
+        f(op);
+        if let Op::Loop { body, .. } = op {
+            for_each_op(body, f);
         }
     }
+}
+
+/// The programs `ops` spawns, loops included.
+fn spawned<'a>(ops: &'a [Op], out: &mut BTreeSet<&'a str>) {
+    for_each_op(ops, &mut |op| {
+        if let Op::Spawn { program } = op {
+            out.insert(program);
+        }
+    });
 }
 
 /// A cycle of programs each spawning the next (the last spawning the
@@ -139,60 +145,50 @@ pub fn spawn_cycle(programs: &BTreeMap<String, Vec<Op>>) -> Option<Vec<String>> 
         .find_map(|p| visit(p, programs, &mut Vec::new(), &mut done))
 }
 
-fn ports<'a>(ops: &'a [Op], called: &mut BTreeSet<&'a str>, served: &mut BTreeSet<&'a str>) {
-    for op in ops {
-        match op {
-            Op::Call { port, .. } => {
-                called.insert(port);
+/// The names some op waits on and no op answers: `side` says of an op
+/// that it waits on a name (`Some((true, name))`) or answers it
+/// (`Some((false, name))`).
+fn unanswered<'a>(
+    all: impl Iterator<Item = &'a [Op]>,
+    side: impl Fn(&Op) -> Option<(bool, String)>,
+) -> Vec<String> {
+    let (mut waited, mut answered) = (BTreeSet::new(), BTreeSet::new());
+    for ops in all {
+        for_each_op(ops, &mut |op| match side(op) {
+            Some((true, n)) => {
+                waited.insert(n);
             }
-            Op::Serve { port } => {
-                served.insert(port);
+            Some((false, n)) => {
+                answered.insert(n);
             }
-            Op::Loop { body, .. } => ports(body, called, served),
-            _ => {}
-        }
+            None => {}
+        });
     }
+    waited.difference(&answered).cloned().collect()
 }
 
 /// Ports some program calls and none serves: each call would wait for
 /// ever (a warning: a test may mean it).
 pub fn unserved_ports<'a>(all: impl Iterator<Item = &'a [Op]>) -> Vec<String> {
-    let (mut called, mut served) = (BTreeSet::new(), BTreeSet::new());
-    for ops in all {
-        ports(ops, &mut called, &mut served);
-    }
-    called.difference(&served).map(|s| s.to_string()).collect()
-}
-
-fn waits(ops: &[Op], waited: &mut BTreeSet<String>, woken: &mut BTreeSet<String>) {
-    for op in ops {
-        match op {
-            Op::FutexWait { futex } => {
-                waited.insert(format!("futex {futex:?}"));
-            }
-            Op::FutexWake { futex, .. } => {
-                woken.insert(format!("futex {futex:?}"));
-            }
-            Op::CondWait { cond, .. } => {
-                waited.insert(format!("condition {cond:?}"));
-            }
-            Op::CondSignal { cond } | Op::CondBroadcast { cond } => {
-                woken.insert(format!("condition {cond:?}"));
-            }
-            Op::Loop { body, .. } => waits(body, waited, woken),
-            _ => {}
-        }
-    }
+    unanswered(all, |op| match op {
+        Op::Call { port, .. } => Some((true, port.clone())),
+        Op::Serve { port } => Some((false, port.clone())),
+        _ => None,
+    })
 }
 
 /// Futexes and condition variables some program waits on and none wakes:
 /// each such wait lasts for ever (a warning, like [`unserved_ports`]).
 pub fn never_woken<'a>(all: impl Iterator<Item = &'a [Op]>) -> Vec<String> {
-    let (mut waited, mut woken) = (BTreeSet::new(), BTreeSet::new());
-    for ops in all {
-        waits(ops, &mut waited, &mut woken);
-    }
-    waited.difference(&woken).cloned().collect()
+    unanswered(all, |op| match op {
+        Op::FutexWait { futex } => Some((true, format!("futex {futex:?}"))),
+        Op::FutexWake { futex, .. } => Some((false, format!("futex {futex:?}"))),
+        Op::CondWait { cond, .. } => Some((true, format!("condition {cond:?}"))),
+        Op::CondSignal { cond } | Op::CondBroadcast { cond } => {
+            Some((false, format!("condition {cond:?}")))
+        }
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -142,13 +142,17 @@ struct FigureFile {
 
 /// Loads a scenario file; `params` are the common `--param`s.
 pub fn load(path: &Path, params: Params) -> Result<Scenario, ReadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ReadError {
+    load_str(&read_text(path)?, path, params)
+}
+
+/// A scenario file's text, or an error naming it.
+pub(crate) fn read_text(path: &Path) -> Result<String, ReadError> {
+    std::fs::read_to_string(path).map_err(|e| ReadError {
         file: path.to_path_buf(),
         line: None,
         column: None,
         message: format!("cannot read: {e}"),
-    })?;
-    load_str(&text, path, params)
+    })
 }
 
 /// Loads a scenario from `text`; `file` names it in errors.

@@ -70,26 +70,57 @@ fn holdings<P: Policy>(sh: &Shared<P::TaskState>, c: &CpuSched<P>, t: TaskId) ->
         .collect()
 }
 
+/// What [`wake_racing_park`] leaves: cpu0 and its task, the park's and
+/// the wake's effects.
+struct Race<P: Policy> {
+    sh: Arc<Shared<P::TaskState>>,
+    c0: CpuSched<P>,
+    t: TaskId,
+    fx0: Effects,
+    fx1: Effects,
+}
+
+/// `t` runs on cpu0 and blocks while cpu1's running thread wakes it; if
+/// the CPU went idle and the wake kicked it, cpu0 runs its pass.
+fn wake_racing_park<P: Policy + Send + 'static>(policy: P) -> Race<P>
+where
+    P::TaskState: Send + Sync,
+{
+    let (sh, mut cpus) = machine(2, false, policy);
+    let t = running_on(&sh, &mut cpus, 0);
+    running_on(&sh, &mut cpus, 1); // the waker's thread
+    let mut c1 = cpus.pop().unwrap();
+    let mut c0 = cpus.pop().unwrap();
+    let sh1 = sh.clone();
+    let waker = thread::spawn(move || {
+        let fx = c1.wake(&sh1, t, 1);
+        (c1, fx)
+    });
+    let fx0 = c0.block(&sh, 1, 0);
+    let (_c1, fx1) = waker.join().unwrap();
+    if fx0.switch != Some(Switch::Run(t)) && kicked(&fx1, 0) {
+        let _ = c0.pass(&sh, 2, 0);
+    }
+    Race {
+        sh,
+        c0,
+        t,
+        fx0,
+        fx1,
+    }
+}
+
 /// A wake racing a park is never lost and never queues the task twice.
 #[test]
 fn a_wake_racing_a_park_is_never_lost() {
     loom::model(|| {
-        let (sh, mut cpus) = machine(2, false, Home);
-        let t = running_on(&sh, &mut cpus, 0);
-        running_on(&sh, &mut cpus, 1); // the waker's thread
-        let mut c1 = cpus.pop().unwrap();
-        let mut c0 = cpus.pop().unwrap();
-        let sh1 = sh.clone();
-        let waker = thread::spawn(move || {
-            let fx = c1.wake(&sh1, t, 1);
-            (c1, fx)
-        });
-        let fx0 = c0.block(&sh, 1, 0);
-        let (_c1, fx1) = waker.join().unwrap();
-        if fx0.switch != Some(Switch::Run(t)) && kicked(&fx1, 0) {
-            // The CPU went idle and the wake kicked it: it runs its pass.
-            let _ = c0.pass(&sh, 2, 0);
-        }
+        let Race {
+            sh,
+            c0,
+            t,
+            fx0,
+            fx1,
+        } = wake_racing_park(Home);
         assert_eq!(
             c0.current(),
             Some(t),
@@ -116,21 +147,7 @@ fn a_counted_flag_racing_a_park_counts_once() {
             waker_run: 8,
             flags: true,
         };
-        let (sh, mut cpus) = machine(2, false, rule);
-        let t = running_on(&sh, &mut cpus, 0);
-        running_on(&sh, &mut cpus, 1);
-        let mut c1 = cpus.pop().unwrap();
-        let mut c0 = cpus.pop().unwrap();
-        let sh1 = sh.clone();
-        let waker = thread::spawn(move || {
-            let fx = c1.wake(&sh1, t, 1);
-            (c1, fx)
-        });
-        let fx0 = c0.block(&sh, 1, 0);
-        let (_c1, fx1) = waker.join().unwrap();
-        if fx0.switch != Some(Switch::Run(t)) && kicked(&fx1, 0) {
-            let _ = c0.pass(&sh, 2, 0);
-        }
+        let Race { sh, c0, t, fx0, .. } = wake_racing_park(rule);
         assert_eq!(c0.current(), Some(t), "the wake was lost");
         let run = c0
             .task(&sh, t)

@@ -5,7 +5,7 @@ use schedlab_sched::fair::weight_of;
 use schedlab_topology::Level;
 use serde::Deserialize;
 
-use crate::engine::Outcome;
+use crate::engine::{Outcome, TaskOutcome};
 
 /// How near two tasks must end for [`Figure::SameAt`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -144,6 +144,15 @@ fn matches(names: &[String], task: &str) -> bool {
         })
 }
 
+/// `f` of the tasks named (all when none), summed (never -0).
+fn sum_over(o: &Outcome, tasks: &[String], f: impl Fn(&TaskOutcome) -> u64) -> f64 {
+    o.tasks
+        .iter()
+        .filter(|(n, _)| matches(tasks, n))
+        .map(|(_, t)| f(t))
+        .sum::<u64>() as f64
+}
+
 /// Moves of the tasks named (all when none) for the reasons named (all
 /// when none), made before the first of `while_running` exited.
 fn moves(o: &Outcome, tasks: &[String], reasons: &[String], while_running: &[String]) -> f64 {
@@ -190,14 +199,7 @@ impl Figure {
                 reasons,
                 while_running,
             } => moves(o, tasks, reasons, while_running),
-            Figure::Migrations { tasks } => {
-                o.tasks
-                    .iter()
-                    .filter(|(n, _)| matches(tasks, n))
-                    .map(|(_, t)| t.migrations as f64)
-                    .sum::<f64>()
-                    + 0.0
-            }
+            Figure::Migrations { tasks } => sum_over(o, tasks, |t| t.migrations),
             Figure::SameAt { a, b, level } => {
                 final_level(o, a, b).map_or(0.0, |l| (l <= level.level()) as u8 as f64)
             }
@@ -217,22 +219,9 @@ impl Figure {
                     / cpus.map_or(topo.num_cpus() as f64, |c| c as f64)
             }
             Figure::LlcRefillMib { tasks } => {
-                o.tasks
-                    .iter()
-                    .filter(|(n, _)| matches(tasks, n))
-                    .map(|(_, t)| t.llc_refill_bytes as f64)
-                    .sum::<f64>()
-                    / (1u64 << 20) as f64
-                    + 0.0
+                sum_over(o, tasks, |t| t.llc_refill_bytes) / (1u64 << 20) as f64
             }
-            Figure::ColdStarts { tasks } => {
-                o.tasks
-                    .iter()
-                    .filter(|(n, _)| matches(tasks, n))
-                    .map(|(_, t)| t.cold_starts as f64)
-                    .sum::<f64>()
-                    + 0.0
-            }
+            Figure::ColdStarts { tasks } => sum_over(o, tasks, |t| t.cold_starts),
             Figure::CpuShare { task } => {
                 o.tasks.get(task).map_or(0.0, |t| t.cpu_ns as f64) / o.end_ns.max(1) as f64
             }

@@ -102,13 +102,7 @@ const LOGGING: &[&str] = &[
 
 /// Loads an rt-app file onto `topology`; `params` are the common ones.
 pub fn load(path: &Path, topology: Topology, params: Params) -> Result<Scenario, ReadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ReadError {
-        file: path.to_path_buf(),
-        line: None,
-        column: None,
-        message: format!("cannot read: {e}"),
-    })?;
-    load_str(&text, path, topology, params)
+    load_str(&crate::file::read_text(path)?, path, topology, params)
 }
 
 /// Loads rt-app JSON from `text`; `file` names it in errors.
@@ -337,13 +331,11 @@ fn read_tasks<'a>(
 }
 
 fn count_barriers(ops: &[Op], instances: u32, users: &mut BTreeMap<String, u32>) {
-    for op in ops {
-        match op {
-            Op::Barrier { barrier, .. } => *users.entry(barrier.clone()).or_default() += instances,
-            Op::Loop { body, .. } => count_barriers(body, instances, users),
-            _ => {}
+    crate::check::for_each_op(ops, &mut |op| {
+        if let Op::Barrier { barrier, .. } = op {
+            *users.entry(barrier.clone()).or_default() += instances;
         }
-    }
+    });
 }
 
 fn set_barriers(ops: &mut [Op], users: &BTreeMap<String, u32>) {

@@ -8,7 +8,6 @@ use rand::RngCore;
 use schedlab_sched::{Policy, TaskId};
 use schedlab_topology::{CpuId, Level, Topology};
 
-use super::warmth::Owner;
 use super::{Engine, Ev};
 
 /// What a CPU is doing, physically.
@@ -243,16 +242,14 @@ impl<P: Policy> Engine<P> {
         // Its data in this LLC: the cold part is read from where it is
         // warm, or from memory (`warmth`).
         let l = topo.llc_ordinal(cpu);
-        let warm_own = self.warmth.warm(l, Owner::Task(t)).min(own);
         let shared = self.procs.get(process as usize).map_or(0, |p| p.1);
         let fill = self.warmth.fill(l, t, own, process, shared, self.now);
         cost += self.cost.fill_ns(fill.node, fill.machine, fill.memory);
-        let read = fill.node + fill.machine + fill.memory;
+        let read = fill.read();
         if read > 0 {
             let st = self.tasks.get_mut(&t).expect("a known task");
             st.llc_refill_bytes += read;
             st.cold_starts += 1;
-            self.llc_refill[l] += read;
             let total = self.warmth.total(l);
             self.rec.llc_warm(self.now, l as u32, total);
         }
@@ -263,7 +260,7 @@ impl<P: Policy> Engine<P> {
             // from it (the cold part came in above).
             cost += match topo.level_between(prev, cpu) {
                 Level::Smt => self.cost.refill_ns(Level::Smt, own),
-                _ => self.cost.refill_ns(Level::Llc, warm_own),
+                _ => self.cost.refill_ns(Level::Llc, fill.own_warm),
             };
         }
         let st = self.tasks.get_mut(&t).expect("a known task");

@@ -72,8 +72,8 @@ use schedlab_topology::{CpuId, CpuSet, Topology};
 use crate::cost::CostModel;
 use crate::events::PrevState;
 use crate::objects::Objects;
-use crate::outcome::{LlcOutcome, Recorder, StallCause};
 pub use crate::outcome::{Outcome, TaskOutcome};
+use crate::outcome::{Recorder, StallCause};
 use crate::policy::PolicyRef;
 use crate::program::Op;
 
@@ -249,8 +249,6 @@ pub struct Engine<P: Policy> {
     halt: Option<StallCause>,
     max_tasks: usize,
     warmth: warmth::Warmth,
-    /// Bytes read into each LLC by cold starts.
-    llc_refill: Vec<u64>,
     /// Processes by id: name and shared bytes.
     procs: Vec<(String, u64)>,
     shared_of: BTreeMap<String, u64>,
@@ -298,7 +296,6 @@ impl<P: Policy> Engine<P> {
             halt: None,
             max_tasks: spec.max_tasks,
             warmth: warmth::Warmth::new(&spec.topology),
-            llc_refill: vec![0; spec.topology.llcs().len()],
             procs: Vec::new(),
             shared_of: spec.processes.clone(),
         };
@@ -474,20 +471,7 @@ impl<P: Policy> Engine<P> {
         }
         self.rec.out.busy_ns = self.hw.iter().map(|h| h.busy_ns).collect();
         self.rec.out.idle_ns = self.hw.iter().map(|h| h.idle_ns).collect();
-        self.rec.out.llcs = self
-            .warmth
-            .stats()
-            .into_iter()
-            .zip(&self.llc_refill)
-            .map(
-                |((capacity_bytes, peak_warm_bytes, evicted_bytes), &refill_bytes)| LlcOutcome {
-                    capacity_bytes,
-                    peak_warm_bytes,
-                    evicted_bytes,
-                    refill_bytes,
-                },
-            )
-            .collect();
+        self.rec.out.llcs = self.warmth.outcome();
         for (i, name) in self.code.metrics.iter().enumerate() {
             if let Some(v) = self.laps[i].take() {
                 self.rec.out.laps.insert(name.clone(), v);

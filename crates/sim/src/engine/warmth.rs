@@ -29,6 +29,8 @@
 use schedlab_sched::TaskId;
 use schedlab_topology::{Level, Topology};
 
+use crate::outcome::LlcOutcome;
+
 /// Whose bytes an entry holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Owner {
@@ -50,9 +52,11 @@ struct Llc {
     capacity: u64,
     total: u64,
     entries: Vec<Entry>,
-    /// The most it held warm at once, and what it evicted.
+    /// The most it held warm at once, what it evicted, and what starts
+    /// read into it.
     peak: u64,
     evicted: u64,
+    refilled: u64,
 }
 
 impl Llc {
@@ -129,6 +133,15 @@ pub(crate) struct Fill {
     pub machine: u64,
     /// From memory: warm nowhere.
     pub memory: u64,
+    /// The bytes of the task's own set that were already warm here.
+    pub own_warm: u64,
+}
+
+impl Fill {
+    /// Every byte read in.
+    pub fn read(&self) -> u64 {
+        self.node + self.machine + self.memory
+    }
 }
 
 impl Warmth {
@@ -154,6 +167,7 @@ impl Warmth {
     }
 
     /// What `owner` holds warm in LLC `l`.
+    #[cfg(test)]
     pub fn warm(&self, l: usize, owner: Owner) -> u64 {
         self.llcs[l].warm(owner)
     }
@@ -161,7 +175,8 @@ impl Warmth {
     /// `owner` starts in LLC `l` at `now` wanting `want` bytes warm: the
     /// cold part, read from the nearest LLC holding it (the most any other
     /// holds counts as there), else memory; then it is warm in `l`.
-    fn bring(&mut self, l: usize, owner: Owner, want: u64, now: u64, fill: &mut Fill) {
+    /// Returns the bytes that were warm already.
+    fn bring(&mut self, l: usize, owner: Owner, want: u64, now: u64, fill: &mut Fill) -> u64 {
         let want = want.min(self.llcs[l].capacity);
         let have = self.llcs[l].warm(owner);
         let cold = want.saturating_sub(have);
@@ -188,11 +203,13 @@ impl Warmth {
             fill.memory += left;
         }
         self.llcs[l].set(owner, want.max(have), now);
+        have.min(want)
     }
 
     /// A task starts in LLC `l`: its own set (`own` bytes) and its
     /// process's shared data (`shared` bytes) become warm there; returns
-    /// what was read, by source. Then the LLC evicts down to its capacity.
+    /// what was read, by source, and how much of its own set was warm
+    /// already. Then the LLC evicts down to its capacity.
     pub fn fill(
         &mut self,
         l: usize,
@@ -203,10 +220,10 @@ impl Warmth {
         now: u64,
     ) -> Fill {
         let mut fill = Fill::default();
-        self.bring(l, Owner::Task(task), own, now, &mut fill);
+        fill.own_warm = self.bring(l, Owner::Task(task), own, now, &mut fill);
         if shared > 0 {
             let p = Owner::Process(process);
-            self.bring(l, p, shared, now, &mut fill);
+            let _ = self.bring(l, p, shared, now, &mut fill);
             for (k, other) in self.llcs.iter_mut().enumerate() {
                 if k != l {
                     other.drop_owner(p);
@@ -216,6 +233,7 @@ impl Warmth {
         let llc = &mut self.llcs[l];
         llc.evict();
         llc.peak = llc.peak.max(llc.total);
+        llc.refilled += fill.read();
         fill
     }
 
@@ -224,11 +242,16 @@ impl Warmth {
         self.llcs[l].total
     }
 
-    /// Per LLC: (capacity, peak warm bytes, evicted bytes).
-    pub fn stats(&self) -> Vec<(u64, u64, u64)> {
+    /// Each LLC's warmth over the run, in the topology's order.
+    pub fn outcome(&self) -> Vec<LlcOutcome> {
         self.llcs
             .iter()
-            .map(|l| (l.capacity, l.peak, l.evicted))
+            .map(|l| LlcOutcome {
+                capacity_bytes: l.capacity,
+                peak_warm_bytes: l.peak,
+                evicted_bytes: l.evicted,
+                refill_bytes: l.refilled,
+            })
             .collect()
     }
 
@@ -273,8 +296,11 @@ mod tests {
         );
         assert_eq!(
             w.fill(0, t(1), 64 << 10, 0, 0, 20),
-            Fill::default(),
-            "back to a warm LLC: nothing to read"
+            Fill {
+                own_warm: 64 << 10,
+                ..Fill::default()
+            },
+            "back to a warm LLC: nothing to read, all of it warm"
         );
     }
 
