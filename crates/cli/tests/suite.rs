@@ -177,7 +177,8 @@ fn a_glob_that_matches_no_row_is_a_clear_error() {
     let (code, _, err) = schedlab(&["suite", "--head", "fast"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("unknown policy \"fast\"") && err.contains("home, linux, waker-streak"),
+        err.contains("unknown policy \"fast\"")
+            && err.contains("home, linux, linux-cas, waker-streak"),
         "{err}"
     );
 }

@@ -19,7 +19,10 @@ pub const CATALOG: &[(&str, &str)] = &[
     ("many_pairs", "`pairs` request/reply pairs (default one per CPU), unpinned, started side by side: the simulator's scale case (epyc-2s-384: 768 tasks)"),
     ("schbench", "schbench's default mode: `message_threads` (1) each waking `workers` (one per CPU) that sleep `sleep_us` (100) then multiply matrices (`operations` 5, `footprint_kb` 256); wakeup_p50_us, wakeup_p99_us, request_p99_us, rps"),
     ("hackbench", "rt-tests' hackbench in pipe mode: `groups` (10) of `fds` (20) senders each writing `datasize` (100) B to every receiver of the group, `loops` (100) times; total_ms, what it prints as Time"),
-    ("shared_workers", "a dispatcher wakes a process of `workers` (8) sharing `shared_bytes` (4 MiB) of written data, `items` (100) times, `work_ns` each; `placement` packed (LLC 0) | spread (two LLCs) | free; item_us, llc_refill_mib, cold_starts"),
+    ("shared_workers", "a dispatcher wakes a process of `workers` (8) sharing `shared_bytes` (4 MiB) of written data, `items` (100) times, `work_ns` each; `placement` packed (LLC 0) | spread (two LLCs) | free | scattered (worker i starts in LLC i); item_us, llc_refill_mib, cold_starts, end_llcs, end_llc_most"),
+    ("split_pairs", "one process of `pairs` (4) request/reply pairs, each client starting in LLC 0 and its server in LLC 1, unpinned, sharing `shared_bytes` (1 MiB); rtt_us, end_llcs, llc_refill_mib"),
+    ("server_clients", "one process: a server starting in LLC 0 and `clients` (one per LLC, up to 4) clients starting in LLC i, unpinned; rtt_us, end_llcs, server_moves"),
+    ("busy_process", "one process of `threads` (24) busy threads sharing `shared_bytes` (8 MiB): each runs `work_ns` (2 ms) and sleeps `sleep_ns` (50 us), `rounds` (400) times, started scattered over the LLCs: more busy threads than an LLC has CPUs (over-aggregation); round_us, end_llcs, end_llc_most, llc_refill_mib"),
     ("llc_overflow", "two processes of `threads` (2) with `shared_bytes` (12 MiB) each run `work_ns` and sleep `sleep_ns`, `rounds` (100) times; `placement` packed (one LLC) | spread | free; round_us, llc_refill_mib, cold_starts"),
     ("indep_wakes", "a task woken at random by pinned wakers in two LLCs, parked at every wake: moves per counted wake against 1/(2^(k+1)-2)"),
 ];
@@ -45,6 +48,9 @@ pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, 
         "hackbench" => crate::field::hackbench(&mut b, &mut p, (10, 20, 100))?,
         "shared_workers" => crate::locality::shared_workers(&mut b, &mut p)?,
         "llc_overflow" => crate::locality::llc_overflow(&mut b, &mut p)?,
+        "busy_process" => crate::locality::busy_process(&mut b, &mut p)?,
+        "split_pairs" => crate::locality::split_pairs(&mut b, &mut p)?,
+        "server_clients" => crate::locality::server_clients(&mut b, &mut p)?,
         "schbench" => {
             let cpus = b.topology().num_cpus() as u64;
             crate::field::schbench(&mut b, &mut p, (1, cpus), "wakeup_p99_us")?

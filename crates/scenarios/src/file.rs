@@ -63,7 +63,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use schedlab_sim::sched::{Balance, SpawnPolicy, TaskSpec};
+use schedlab_sim::sched::{SpawnPolicy, TaskSpec};
 use schedlab_sim::{CostModel, Figure, Op};
 use schedlab_topology::read::{line_column, toml_error, ReadError, TopologySpec};
 use schedlab_topology::{parse_cpulist, CpuSet};
@@ -107,8 +107,16 @@ struct PolicySpec {
     placement: Option<Spanned<String>>,
     waker_run: Option<u8>,
     spawn: Option<Spanned<String>>,
-    balance: Option<bool>,
+    balance: Option<Spanned<BalanceSpec>>,
     protect_on_repick: Option<bool>,
+}
+
+/// `balance = true | false | "seed" | "linux" | "linux-cas" | "on" | "off"`.
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum BalanceSpec {
+    On(bool),
+    Named(String),
 }
 
 #[derive(Deserialize)]
@@ -218,8 +226,16 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
                 .map_err(|e| at(s.span().start, e.0))?,
         );
     }
-    if let Some(on) = pol.balance {
-        b.config().balance = if on { Balance::ON } else { Balance::OFF };
+    if let Some(bal) = &pol.balance {
+        let v = match bal.get_ref() {
+            BalanceSpec::On(true) => "on".to_string(),
+            BalanceSpec::On(false) => "off".to_string(),
+            BalanceSpec::Named(n) => n.clone(),
+        };
+        let own = b.spec.policy.balance_rule();
+        let parsed = crate::parse_balance(&v, b.spec.config.balance.kind, own)
+            .map_err(|e| at(bal.span().start, e))?;
+        b.balance(parsed);
     }
     if let Some(p) = pol.protect_on_repick {
         b.config().fair.protect_on_repick = p;

@@ -8,7 +8,9 @@
 //! Every scenario takes the common parameters (`--param k=v`):
 //! `policy` (a name the registry knows: `home`, `waker-streak`,
 //! `waker-streak:K`, or a user's own), `waker_run` (implies
-//! `waker-streak:K`), `spawn` (`near` | `rotate`), `balance` (`on` | `off`),
+//! `waker-streak:K`), `spawn` (`near` | `rotate` | `linux`), `balance` (`on` |
+//! `off` | `seed` | `linux` | `linux-cas`: `on` is the policy's own balancer,
+//! `linux`'s for `linux`),
 //! `protect_on_repick` (`true` | `false`), `run_ms`, `idle_depth`, `cost`
 //! (a cost preset: `default` | `guest`); and its
 //! own, listed by `schedlab run --list`.
@@ -17,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use schedlab_sim::sched::{Balance, Config, SpawnPolicy, TaskSpec, WAKER_RUN};
+use schedlab_sim::sched::{Balance, BalanceKind, Config, SpawnPolicy, TaskSpec, WAKER_RUN};
 use schedlab_sim::{CostModel, Figure, Op, PolicyRef, Registry, SimSpec, TaskDef};
 use schedlab_topology::{preset, CpuId, CpuSet, Topology};
 
@@ -128,6 +130,12 @@ impl Params {
         Ok(v)
     }
 
+    /// Gives `key` the value `v` unless the user gave one: a row's own
+    /// default for a scenario's parameter.
+    pub fn set_default(&mut self, key: &str, v: String) {
+        self.given.entry(key.to_string()).or_insert(v);
+    }
+
     pub fn is_set(&self, key: &str) -> bool {
         self.given.contains_key(key)
     }
@@ -153,6 +161,41 @@ pub struct Builder {
     /// The user named the spawn rule (a file's `spawn`): it wins over the
     /// policy's own.
     spawn_named: bool,
+    /// The user named the balancer (a file's `balance`): it wins over the
+    /// policy's own.
+    balance_named: bool,
+}
+
+/// `balance = ...`: `on` (the policy's balancer, else the machine's), `off`,
+/// or a balancer by name: `seed`, `linux`, `linux-cas` (with the policy's
+/// cache-aware tunables when it is `linux-cas`, else the defaults).
+pub fn parse_balance(
+    v: &str,
+    on: BalanceKind,
+    policy: Option<BalanceKind>,
+) -> Result<Balance, String> {
+    let kind = match v {
+        "on" | "true" => policy.unwrap_or(on),
+        "off" | "false" => return Ok(Balance::OFF),
+        "seed" => BalanceKind::Seed,
+        "linux" => BalanceKind::Linux,
+        "linux-cas" => BalanceKind::LinuxCas(policy.and_then(|k| k.cas()).unwrap_or_default()),
+        v => {
+            return Err(format!(
+                "balance {v:?}: expected on, off, seed, linux or linux-cas"
+            ))
+        }
+    };
+    Ok(Balance::with(kind))
+}
+
+/// The name of a balancer setting (`off` or the balancer's).
+pub fn balance_name(b: &Balance) -> &'static str {
+    if b.is_on() {
+        b.kind.name()
+    } else {
+        "off"
+    }
 }
 
 impl Builder {
@@ -180,7 +223,15 @@ impl Builder {
             },
             figures: Vec::new(),
             spawn_named: false,
+            balance_named: false,
         }
+    }
+
+    /// The balancer the user named; a `balance` parameter still wins.
+    pub fn balance(&mut self, b: Balance) -> &mut Self {
+        self.spec.config.balance = b;
+        self.balance_named = true;
+        self
     }
 
     /// The spawn rule the user named; a `spawn` parameter still wins.
@@ -310,11 +361,20 @@ impl Builder {
         self.spec.config.spawn = spawn
             .parse::<SpawnPolicy>()
             .map_err(|e| ScenarioError(e.0))?;
-        let bal = p.get_bool(
+        // A balancer the user named, else the policy's own (where the
+        // scenario balances at all), else the scenario's.
+        let own = self.spec.policy.balance_rule();
+        if let Some(own) = own.filter(|_| !self.balance_named && self.spec.config.balance.is_on()) {
+            self.spec.config.balance.kind = own;
+        }
+        let b: String = p.get(
             "balance",
-            self.spec.config.balance.newidle || self.spec.config.balance.periodic,
+            balance_name(&self.spec.config.balance).to_string(),
         )?;
-        self.spec.config.balance = if bal { Balance::ON } else { Balance::OFF };
+        if b != balance_name(&self.spec.config.balance) {
+            self.spec.config.balance =
+                parse_balance(&b, self.spec.config.balance.kind, own).map_err(ScenarioError)?;
+        }
         let por = p.get_bool("protect_on_repick", self.spec.config.fair.protect_on_repick)?;
         self.spec.config.fair.protect_on_repick = por;
         let run_ms: u64 = p.get("run_ms", self.spec.run_ns / 1_000_000)?;

@@ -7,9 +7,27 @@
 //!   process's `shared_bytes` of shared data (which its threads write, so
 //!   a copy in one LLC goes cold in the others), then meets the others at
 //!   a barrier. `placement`: `packed` (every worker allowed only LLC 0),
-//!   `spread` (worker i allowed only LLC i mod 2) or `free` (anywhere: the
-//!   policy decides). Figures: `item_us` (p50 of the dispatcher's item),
-//!   `llc_refill_mib` and `cold_starts` of all threads.
+//!   `spread` (worker i allowed only LLC i mod 2), `free` (anywhere, worker
+//!   i starting on CPU i: the policy decides) or `scattered` (anywhere,
+//!   worker i starting in LLC i: does a policy gather them?). Figures:
+//!   `item_us` (p50 of the dispatcher's item), `llc_refill_mib` and
+//!   `cold_starts` of all threads, `end_llcs` (how many LLCs the workers
+//!   end in) and `end_llc_most` (the most workers ending in one LLC).
+//! * `busy_process`: one process of `threads` busy threads (each computes
+//!   `work_ns` on `shared_bytes` of shared data and sleeps `sleep_ns`,
+//!   `rounds` times), started scattered over the LLCs (or `crowded`: all in
+//!   LLC 0, free to move, which the balancer must spread): more busy threads
+//!   than one LLC has CPUs is where gathering a process over-aggregates.
+//!   Figures: `round_us`, `end_llcs`, `end_llc_most`, `llc_refill_mib`.
+//! * `split_pairs`: one process of `pairs` request/reply pairs sharing
+//!   `shared_bytes`, each client starting in LLC 0 and its server in LLC 1,
+//!   neither pinned: the seed's split pair, many of them in one process
+//!   (does a policy bring each pair together, and the process into one
+//!   LLC?). Figures: `rtt_us` (p50), `end_llcs`, `llc_refill_mib`.
+//! * `server_clients`: one process of a server and `clients` clients, the
+//!   server starting in LLC 0 and client i in LLC i, none pinned: whom
+//!   does the server follow? Figures: `rtt_us` (p50 of a call), `end_llcs`,
+//!   `server_moves` (moves of the server while all clients run).
 //! * `llc_overflow`: two processes of `threads` threads, each with
 //!   `shared_bytes` of shared data, whose threads compute `work_ns` and
 //!   sleep `sleep_ns`, `rounds` times. `placement`: `packed` (all in
@@ -21,7 +39,7 @@ use schedlab_sim::sched::TaskSpec;
 use schedlab_sim::{Figure, Op};
 use schedlab_topology::CpuSet;
 
-use crate::catalog::{futex_wait, futex_wake, lap, repeat, run};
+use crate::catalog::{call, futex_wait, futex_wake, lap, repeat, reply, run, serve};
 use crate::{Builder, Params, ScenarioError};
 
 /// Where the threads may run.
@@ -30,16 +48,26 @@ enum Placement {
     Packed,
     Spread,
     Free,
+    /// Thread i starts in LLC i (mod the machine's), free to move.
+    Scattered,
+    /// Every thread starts in LLC 0, free to move.
+    Crowded,
 }
 
 fn placement(p: &mut Params) -> Result<Placement, ScenarioError> {
-    let v: String = p.get("placement", "packed".to_string())?;
+    placement_or(p, "packed")
+}
+
+fn placement_or(p: &mut Params, default: &str) -> Result<Placement, ScenarioError> {
+    let v: String = p.get("placement", default.to_string())?;
     match v.as_str() {
         "packed" => Ok(Placement::Packed),
         "spread" => Ok(Placement::Spread),
         "free" => Ok(Placement::Free),
+        "scattered" => Ok(Placement::Scattered),
+        "crowded" => Ok(Placement::Crowded),
         v => Err(ScenarioError(format!(
-            "placement {v:?}: expected packed, spread or free"
+            "placement {v:?}: expected packed, spread, free, scattered or crowded"
         ))),
     }
 }
@@ -74,7 +102,31 @@ fn mask(b: &Builder, pl: Placement, g: usize, i: u64) -> (Option<CpuSet>, usize,
             (Some(set), first, set)
         }
         Placement::Free => (None, (i as usize) % all.weight().max(1), all),
+        Placement::Scattered => {
+            let (set, first) = llc(b, i as usize);
+            (None, first, set)
+        }
+        Placement::Crowded => {
+            let (set, first) = llc(b, 0);
+            (None, first, set)
+        }
     }
+}
+
+/// Where the threads named `prefix*` end: how many LLCs, and the most in one.
+fn end_figures(b: &mut Builder, prefix: &str) {
+    b.figure(
+        "end_llcs",
+        Figure::EndLlcs {
+            prefix: prefix.into(),
+        },
+    );
+    b.figure(
+        "end_llc_most",
+        Figure::EndLlcMost {
+            prefix: prefix.into(),
+        },
+    );
 }
 
 fn refill_figures(b: &mut Builder, tasks: Vec<String>) {
@@ -148,6 +200,49 @@ pub(crate) fn shared_workers(b: &mut Builder, p: &mut Params) -> Result<(), Scen
         },
     );
     refill_figures(b, vec![]);
+    end_figures(b, "worker");
+    Ok(())
+}
+
+pub(crate) fn busy_process(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let threads: u64 = p.get("threads", 24)?;
+    let shared: u64 = p.get("shared_bytes", 8 << 20)?;
+    let rounds: u64 = p.get("rounds", 400)?;
+    let work: u64 = p.get("work_ns", 2_000_000)?;
+    let sleep: u64 = p.get("sleep_ns", 50_000)?;
+    let pl = placement_or(p, "scattered")?;
+    if threads == 0 || threads > 1000 {
+        return Err(ScenarioError(format!(
+            "busy_process: threads = {threads}: expected 1 to 1000"
+        )));
+    }
+    b.process("app", shared);
+    let body = vec![repeat(
+        rounds,
+        vec![
+            Op::LapStart {
+                metric: "round".into(),
+            },
+            run(work),
+            Op::Sleep(sleep),
+            lap("round"),
+        ],
+    )];
+    for i in 0..threads {
+        let (m, first, start) = mask(b, pl, 0, i);
+        b.task(&format!("t{i}"), first, m, TaskSpec::fair(0), body.clone())
+            .start_in(start)
+            .in_process("app");
+    }
+    b.run_ns(10_000_000_000);
+    b.figure(
+        "round_us",
+        Figure::LapP50Us {
+            metric: "round".into(),
+        },
+    );
+    end_figures(b, "t");
+    refill_figures(b, vec![]);
     Ok(())
 }
 
@@ -198,5 +293,128 @@ pub(crate) fn llc_overflow(b: &mut Builder, p: &mut Params) -> Result<(), Scenar
         },
     );
     refill_figures(b, vec![]);
+    Ok(())
+}
+
+pub(crate) fn split_pairs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let pairs: u64 = p.get("pairs", 4)?;
+    let rounds: u64 = p.get("rounds", 400)?;
+    let shared: u64 = p.get("shared_bytes", 1 << 20)?;
+    let work: u64 = p.get("service_ns", 5_000)?;
+    two_llcs(b, "split_pairs", Placement::Spread)?;
+    if pairs == 0 || pairs > 500 {
+        return Err(ScenarioError(format!(
+            "split_pairs: pairs = {pairs}: expected 1 to 500"
+        )));
+    }
+    b.process("app", shared);
+    let (near, _) = llc(b, 0);
+    let (far, _) = llc(b, 1);
+    for i in 0..pairs {
+        let port = format!("p{i}");
+        let client = vec![
+            lap("rtt"),
+            repeat(rounds, vec![call(&port, 64), run(work), lap("rtt")]),
+        ];
+        let server = vec![repeat(rounds, vec![serve(&port), run(work), reply(64)])];
+        let first = |set: CpuSet| set.first().map_or(0, |c| c.index());
+        b.task(
+            &format!("c{i}"),
+            first(near),
+            None,
+            TaskSpec::fair(0),
+            client,
+        )
+        .start_in(near)
+        .in_process("app");
+        b.task(
+            &format!("s{i}"),
+            first(far),
+            None,
+            TaskSpec::fair(0),
+            server,
+        )
+        .start_in(far)
+        .in_process("app");
+    }
+    b.run_ns(10_000_000_000);
+    b.figure(
+        "rtt_us",
+        Figure::LapP50Us {
+            metric: "rtt".into(),
+        },
+    );
+    b.figure(
+        "end_llcs",
+        Figure::EndLlcs {
+            prefix: String::new(),
+        },
+    );
+    refill_figures(b, vec![]);
+    Ok(())
+}
+
+pub(crate) fn server_clients(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let n_llcs = b.topology().llcs().len() as u64;
+    let clients: u64 = p.get("clients", n_llcs.min(4))?;
+    let rounds: u64 = p.get("rounds", 300)?;
+    let shared: u64 = p.get("shared_bytes", 1 << 20)?;
+    let work: u64 = p.get("service_ns", 5_000)?;
+    let think: u64 = p.get("think_ns", 20_000)?;
+    if clients == 0 || clients > 500 {
+        return Err(ScenarioError(format!(
+            "server_clients: clients = {clients}: expected 1 to 500"
+        )));
+    }
+    b.process("app", shared);
+    let (home, first) = llc(b, 0);
+    let server = vec![repeat(
+        rounds * clients,
+        vec![serve("s"), run(work), reply(64)],
+    )];
+    b.task("server", first, None, TaskSpec::fair(0), server)
+        .start_in(home)
+        .in_process("app");
+    let mut names = Vec::new();
+    for i in 0..clients {
+        let (set, first) = llc(b, i as usize);
+        let client = vec![repeat(
+            rounds,
+            vec![
+                Op::LapStart {
+                    metric: "rtt".into(),
+                },
+                call("s", 64),
+                lap("rtt"),
+                Op::Sleep(think),
+            ],
+        )];
+        let name = format!("client{i}");
+        b.task(&name, first, None, TaskSpec::fair(0), client)
+            .start_in(set)
+            .in_process("app");
+        names.push(name);
+    }
+    b.run_ns(10_000_000_000);
+    b.figure(
+        "rtt_us",
+        Figure::LapP50Us {
+            metric: "rtt".into(),
+        },
+    );
+    b.figure(
+        "end_llcs",
+        Figure::EndLlcs {
+            prefix: String::new(),
+        },
+    );
+    b.figure(
+        "server_moves",
+        Figure::Moves {
+            tasks: vec!["server".into()],
+            reasons: vec![],
+            while_running: names,
+        },
+    );
     Ok(())
 }

@@ -131,6 +131,11 @@ pub const ROWS: &[Row] = &[
     row("hackbench.pipe.g4", "ms", Lower, "hackbench -p: 4 groups (160 threads), 25 loops: Time"),
     row("schbench.m1.wakeup_p99", "µs", Lower, "schbench: 1 message thread waking a worker per CPU: wakeup latency p99"),
     row("schbench.m2.t4.wakeup_p99", "µs", Lower, "schbench: 2 message threads of 4 workers (half the machine): wakeup latency p99"),
+    row("locality.shared_workers", "µs", Lower, "a dispatcher wakes 4 workers of one process sharing 4 MiB of written data, worker i starting in LLC i: item p50"),
+    row("locality.split_pairs", "µs", Lower, "one process of 4 request/reply pairs, each client starting in LLC 0 and its server in LLC 1, unpinned: round trip p50"),
+    row("locality.server_clients", "µs", Lower, "one process: a server and a client starting in each LLC (up to 4), unpinned: call p50"),
+    row("locality.llc_overflow", "µs", Lower, "two processes of 2 threads with 12 MiB of shared data each, free to go anywhere: round p50"),
+    row("locality.busy_process", "µs", Lower, "one process of one and a half LLCs' worth of busy threads, started scattered: round p50"),
 ];
 
 /// The row named `name`.
@@ -240,6 +245,35 @@ fn main_thread(b: &mut Builder, program: Vec<Op>) {
         .start_in(all);
 }
 
+/// The `locality.*` rows: the scenarios where aggregating a process in one
+/// LLC is the question (at wake or in balance), sized for a suite row and
+/// reporting its first figure.
+fn locality_row(b: &mut Builder, p: &mut Params, name: &str) -> Result<(), ScenarioError> {
+    let set = |p: &mut Params, k: &str, v: String| p.set_default(k, v);
+    match name {
+        "locality.shared_workers" => {
+            set(p, "placement", "scattered".into());
+            set(p, "workers", "4".into());
+            set(p, "items", "400".into());
+            crate::locality::shared_workers(b, p)
+        }
+        "locality.split_pairs" => crate::locality::split_pairs(b, p),
+        "locality.server_clients" => crate::locality::server_clients(b, p),
+        "locality.llc_overflow" => {
+            set(p, "placement", "free".into());
+            set(p, "rounds", "400".into());
+            crate::locality::llc_overflow(b, p)
+        }
+        "locality.busy_process" => {
+            let llc = b.topology().llcs()[0].cpus.weight() as u64;
+            set(p, "threads", (llc * 3 / 2).to_string());
+            set(p, "rounds", "100".into());
+            crate::locality::busy_process(b, p)
+        }
+        n => Err(ScenarioError(format!("no row {n:?}"))),
+    }
+}
+
 /// Builds the row `r` into `b`.
 pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     b.config().spawn = SpawnPolicy::Rotate;
@@ -265,6 +299,7 @@ pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), Scen
             crate::field::schbench(b, p, (1, cpus), "wakeup_p99_us")?
         }
         "schbench.m2.t4.wakeup_p99" => crate::field::schbench(b, p, (2, 4), "wakeup_p99_us")?,
+        n if n.starts_with("locality.") => locality_row(b, p, n)?,
         n if n.starts_with("ipc.reqrep.") => {
             let bytes = size(n);
             let rounds: u64 = p.get("rounds", if bytes >= 65536 { 200 } else { 400 })?;

@@ -8,6 +8,75 @@ use schedlab_topology::Topology;
 use crate::fair::FairConfig;
 pub use crate::policy::SpawnPolicy;
 
+/// Which load balancer runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum BalanceKind {
+    /// The seed's: a newly idle CPU asks the busiest CPU for a queued task,
+    /// a busy CPU's tick pushes one to a sleeping CPU (`balance` module).
+    #[default]
+    Seed,
+    /// Linux 6.19's (`linux::lb`): sched domains, periodic balancing per
+    /// level, newly idle balancing gated by `avg_idle`, idle balancing on
+    /// behalf of tickless CPUs.
+    Linux,
+    /// Linux's with 7.2's cache-aware scheduling (`linux::cas`).
+    LinuxCas(CasTunables),
+}
+
+impl BalanceKind {
+    /// The name a user writes (`balance = "linux"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BalanceKind::Seed => "seed",
+            BalanceKind::Linux => "linux",
+            BalanceKind::LinuxCas(_) => "linux-cas",
+        }
+    }
+
+    pub fn is_linux(self) -> bool {
+        !matches!(self, BalanceKind::Seed)
+    }
+
+    /// The cache-aware tunables, when cache-aware scheduling is on.
+    pub fn cas(self) -> Option<CasTunables> {
+        match self {
+            BalanceKind::LinuxCas(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Cache-aware scheduling's tunables (debugfs `sched/llc_*` upstream), with
+/// the defaults of the series as applied for 7.2 (`kernel/sched/fair.c`,
+/// `CONFIG_SCHED_CACHE`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CasTunables {
+    /// `llc_overaggr_pct`: an LLC above this share of its capacity is busy
+    /// (`fits_llc_capacity()`; raised by half without SMT). 50.
+    pub overaggr_pct: u32,
+    /// `llc_imb_pct`: how much busier than the other LLC the preferred one
+    /// may get (`util_greater()`). 20.
+    pub imb_pct: u32,
+    /// `llc_aggr_tolerance`: 0 off, 1 strict, 100 ignore the thread count. 1.
+    pub aggr_tolerance: u32,
+    /// `llc_epoch_period`, ns (10 ms: `EPOCH_PERIOD` = HZ/100).
+    pub epoch_ns: u64,
+    /// `llc_epoch_affinity_timeout`, epochs (5).
+    pub affinity_timeout: u64,
+}
+
+impl Default for CasTunables {
+    fn default() -> CasTunables {
+        CasTunables {
+            overaggr_pct: 50,
+            imb_pct: 20,
+            aggr_tolerance: 1,
+            epoch_ns: 10_000_000,
+            affinity_timeout: 5,
+        }
+    }
+}
+
 /// Load balancing.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Balance {
@@ -21,6 +90,8 @@ pub struct Balance {
     /// A task that ran this recently is cache-hot and is not taken
     /// (Linux's `sysctl_sched_migration_cost`, 500 µs).
     pub migration_cost_ns: u64,
+    /// Whose balancer: the seed's or Linux's.
+    pub kind: BalanceKind,
 }
 
 impl Balance {
@@ -29,12 +100,25 @@ impl Balance {
         periodic: true,
         interval_ns: 4_000_000,
         migration_cost_ns: 500_000,
+        kind: BalanceKind::Seed,
     };
     pub const OFF: Balance = Balance {
         newidle: false,
         periodic: false,
         ..Balance::ON
     };
+
+    /// On, with `kind`'s balancer.
+    pub const fn with(kind: BalanceKind) -> Balance {
+        Balance {
+            kind,
+            ..Balance::ON
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.newidle || self.periodic
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

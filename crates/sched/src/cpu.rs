@@ -90,6 +90,9 @@ pub struct CpuSched<P: Policy> {
     pub(crate) sched_seq: u64,
     pub(crate) core_sched: bool,
     pub(crate) counters: Counters,
+    /// Linux's balancer: what only this CPU reads (`avg_idle`, the active
+    /// balance it owes).
+    pub(crate) lb_own: crate::linux::balance::LbOwn,
 }
 
 impl<P: Policy> CpuSched<P> {
@@ -114,6 +117,7 @@ impl<P: Policy> CpuSched<P> {
                 sched_seq: 0,
                 core_sched: sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
                 counters: Counters::default(),
+                lb_own: crate::linux::balance::LbOwn::new(sh.config().balance.migration_cost_ns),
             })
             .collect()
     }
@@ -277,7 +281,11 @@ impl<P: Policy> CpuSched<P> {
             last_ran: 0,
             sleep_deadline: None,
             seq: 0,
+            process: spec.process,
+            pref_llc: None,
+            cache_acct: 0,
         });
+        self.count_thread(sh, spec.process, 1);
         let mut fx = Effects::default();
         fx.trace.push(Trace::Place {
             task: id,
@@ -399,6 +407,7 @@ impl<P: Policy> CpuSched<P> {
             return fx;
         }
         self.rq.dequeue_running(&mut task, now);
+        self.account_cache(sh, &mut task, now);
         task.sleep_deadline = deadline;
         let id = task.id;
         if let Some(d) = deadline {
@@ -467,6 +476,8 @@ impl<P: Policy> CpuSched<P> {
         }
         let mut t = self.rq.current.take().expect("checked");
         self.rq.dequeue_running(&mut t, now);
+        self.account_cache(sh, &mut t, now);
+        self.count_thread(sh, t.process, -1);
         sh.slot(task).park.set(TaskState::Running, TaskState::Dead);
         fx.trace.push(Trace::Exited { task });
         fx.merge(self.pass(sh, now, idle));
@@ -509,7 +520,11 @@ impl<P: Policy> CpuSched<P> {
             .filter(|t| !t.is_rt())
             .is_some_and(|t| t.fair.update_curr_asks(now, others));
         let b = sh.config().balance;
-        if b.periodic && now.saturating_sub(self.last_balance) >= b.interval_ns {
+        if b.kind.is_linux() {
+            if b.periodic {
+                self.linux_tick(sh, now, &mut fx);
+            }
+        } else if b.periodic && now.saturating_sub(self.last_balance) >= b.interval_ns {
             self.last_balance = now;
             self.push_balance(sh, now, &mut fx);
         }
@@ -564,6 +579,9 @@ impl<P: Policy> CpuSched<P> {
                 continue;
             }
             if let Some(next) = self.schedule(sh, now, &mut fx) {
+                if sh.config().balance.kind.is_linux() {
+                    self.linux_idle_ended(sh, now);
+                }
                 fx.switch = Some(Switch::Run(next));
                 break;
             }
@@ -572,7 +590,11 @@ impl<P: Policy> CpuSched<P> {
                 // waiting here (`queue_core_balance()`).
                 self.steal_cookie(sh, &mut fx);
             } else if sh.config().balance.newidle {
-                self.try_steal(sh, &mut fx);
+                if sh.config().balance.kind.is_linux() {
+                    self.linux_newidle(sh, now, &mut fx);
+                } else {
+                    self.try_steal(sh, &mut fx);
+                }
             }
             sh.doorbell(self.id).sleep(idle);
             if sh.has_mail(self.id) {
@@ -599,6 +621,8 @@ impl<P: Policy> CpuSched<P> {
             Msg::Wake { task, cause } => self.handle_wake(sh, task, cause, now, fx),
             Msg::Adopt { task, reason } => self.adopt(sh, task, reason, now, fx),
             Msg::StealRequest { thief, cookie } => self.give_to(sh, thief, cookie, now, fx),
+            Msg::Pull { pull } => self.handle_pull(sh, pull, now, fx),
+            Msg::NohzKick => self.nohz_idle_balance(sh, now, fx),
             Msg::Kill { .. } | Msg::Stop { .. } | Msg::Continue { .. } | Msg::SetMask { .. } => {
                 self.handle_lifecycle(sh, msg, now, fx)
             }
@@ -684,6 +708,12 @@ impl<P: Policy> CpuSched<P> {
             self.id,
             self.rq.current.is_some() as u32 + self.queued() as u32,
         );
+        let fair =
+            self.rq.fair.len() + self.rq.current.as_ref().is_some_and(|t| !t.is_rt()) as usize;
+        sh.set_fair_nr(self.id, fair as u32);
+        if sh.config().balance.kind.cas().is_some() {
+            self.publish_cas(sh);
+        }
         sh.set_pelt(self.id, &self.rq.avg);
         self.publish_core(sh);
     }

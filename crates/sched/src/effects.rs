@@ -253,6 +253,12 @@ counters! {
     wake_from_idle => "wake_from_idle",
     /// Reschedule IPIs sent.
     ipi_resched => "ipi.resched",
+    /// Linux's balancer: pull requests a balance pass sent.
+    lb_pulls => "balance.pulls",
+    /// Linux's balancer: running tasks pushed by an active balance.
+    lb_active => "balance.active",
+    /// Linux's balancer: kicks of the idle load balancer.
+    lb_nohz_kicks => "balance.nohz_kicks",
 }
 
 impl Counters {

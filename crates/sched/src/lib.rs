@@ -66,7 +66,7 @@ pub mod task;
 pub mod testhost;
 mod wake;
 
-pub use config::{Balance, Config, SpawnPolicy};
+pub use config::{Balance, BalanceKind, CasTunables, Config, SpawnPolicy};
 pub use cpu::{CpuSched, Holding, Spawned};
 pub use doorbell::{IdleDepth, KickKind};
 pub use effects::{Counters, Effects, Kick, KickWhy, Park, PlaceReason, Switch, Trace, WakeCause};

@@ -170,7 +170,11 @@ impl<P: Policy> CpuSched<P> {
                     }
                 }
             }
-            Msg::Wake { .. } | Msg::Adopt { .. } | Msg::StealRequest { .. } => {
+            Msg::Wake { .. }
+            | Msg::Adopt { .. }
+            | Msg::StealRequest { .. }
+            | Msg::Pull { .. }
+            | Msg::NohzKick => {
                 unreachable!("not a lifecycle message")
             }
         }

@@ -33,6 +33,13 @@ impl<P: Policy> CpuSched<P> {
     ) -> Option<TaskId> {
         let resched = core::mem::take(&mut self.need_resched);
         self.rq.update_curr(now);
+        if self
+            .lb_own
+            .active_push
+            .is_some_and(|(id, _)| self.current() != Some(id))
+        {
+            self.lb_own.active_push = None;
+        }
         let runnable = self.running().is_some();
         if runnable && !resched {
             return self.current();
@@ -59,10 +66,11 @@ impl<P: Policy> CpuSched<P> {
     /// The running task, when it may go on running here (not stopped, in
     /// its mask).
     fn running(&self) -> Option<&Task<P::TaskState>> {
+        let pushed = self.lb_own.active_push.map(|(id, _)| id);
         self.rq
             .current
             .as_ref()
-            .filter(|c| !c.stopped && c.mask.contains(self.id))
+            .filter(|c| !c.stopped && c.mask.contains(self.id) && Some(c.id) != pushed)
     }
 
     /// The core-wide pick (the protocol is in `coresched`): the pick a
@@ -132,6 +140,8 @@ impl<P: Policy> CpuSched<P> {
         self.rq.sync_pelt();
         if let Some(mut prev) = self.rq.current.take() {
             prev.last_ran = now;
+            self.account_cache(sh, &mut prev, now);
+            let push = self.lb_own.active_push.take();
             sh.slot(prev.id)
                 .park
                 .set(TaskState::Running, TaskState::Queued);
@@ -142,6 +152,18 @@ impl<P: Policy> CpuSched<P> {
                 self.rq.dirty = true;
                 self.rq.dequeue_lag(&mut prev);
                 self.relocate(sh, prev, TaskState::Queued, self.id, now, fx);
+            } else if let Some((_, dst)) = push.filter(|(id, _)| *id == prev.id) {
+                // The stopper's `active_load_balance_cpu_stop()`.
+                self.rq.dirty = true;
+                self.rq.dequeue_lag(&mut prev);
+                self.send(
+                    sh,
+                    prev,
+                    dst,
+                    crate::effects::PlaceReason::Balance,
+                    TaskState::Queued,
+                    fx,
+                );
             } else {
                 self.rq.put_back(prev);
             }

@@ -259,6 +259,13 @@ pub trait Policy: Clone + Send + Sync + 'static {
         None
     }
 
+    /// The load balancer this policy comes with (`linux`: Linux's), which a
+    /// scenario takes unless its user names another; `None`: the
+    /// scenario's own.
+    fn balance_rule(&self) -> Option<crate::config::BalanceKind> {
+        None
+    }
+
     /// Where a new task starts, or `None` for the machine's [`SpawnRule`].
     fn place_new(&mut self, _m: &Machine<'_>, _spawner: CpuId, _mask: &CpuSet) -> Option<CpuId> {
         None
@@ -371,6 +378,9 @@ pub enum BuiltinPolicy {
     },
     /// Linux 6.19's wake placement (`crate::linux`).
     Linux,
+    /// Linux with 7.2's cache-aware scheduling (`linux-cas` or
+    /// `linux-cas:P:I`: `llc_overaggr_pct` and `llc_imb_pct`).
+    LinuxCas(crate::config::CasTunables),
 }
 
 impl fmt::Display for BuiltinPolicy {
@@ -378,6 +388,10 @@ impl fmt::Display for BuiltinPolicy {
         match self {
             BuiltinPolicy::Home => f.write_str("home"),
             BuiltinPolicy::Linux => f.write_str("linux"),
+            BuiltinPolicy::LinuxCas(t) if *t == crate::config::CasTunables::default() => {
+                f.write_str("linux-cas")
+            }
+            BuiltinPolicy::LinuxCas(t) => write!(f, "linux-cas:{}:{}", t.overaggr_pct, t.imb_pct),
             BuiltinPolicy::WakerStreak {
                 waker_run,
                 flags: true,
@@ -411,6 +425,21 @@ impl FromStr for BuiltinPolicy {
         match (family, arg) {
             ("home", None) => Ok(BuiltinPolicy::Home),
             ("linux", None) => Ok(BuiltinPolicy::Linux),
+            ("linux-cas", None) => Ok(BuiltinPolicy::LinuxCas(Default::default())),
+            ("linux-cas", Some(arg)) => {
+                let bad = || {
+                    PolicyNameError(alloc::format!(
+                        "policy {s:?}: expected linux-cas:P:I, P = llc_overaggr_pct and I = llc_imb_pct in 0..=100"
+                    ))
+                };
+                let (p, i) = arg.split_once(':').ok_or_else(bad)?;
+                let pct = |v: &str| v.parse::<u32>().ok().filter(|v| *v <= 100).ok_or_else(bad);
+                Ok(BuiltinPolicy::LinuxCas(crate::config::CasTunables {
+                    overaggr_pct: pct(p)?,
+                    imb_pct: pct(i)?,
+                    ..Default::default()
+                }))
+            }
             ("waker-streak", None) => Ok(BuiltinPolicy::WakerStreak {
                 waker_run: WAKER_RUN,
                 flags: false,
@@ -439,7 +468,7 @@ impl FromStr for BuiltinPolicy {
                 "policy {s:?}: {family} takes no argument"
             ))),
             _ => Err(PolicyNameError(alloc::format!(
-                "policy {s:?}: expected home, waker-streak, waker-streak:K, waker-streak:K:flags or linux"
+                "policy {s:?}: expected home, waker-streak, waker-streak:K, waker-streak:K:flags, linux, linux-cas or linux-cas:P:I"
             ))),
         }
     }

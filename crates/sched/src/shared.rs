@@ -52,6 +52,13 @@ pub(crate) enum Msg<S> {
         thief: CpuId,
         cookie: Option<u64>,
     },
+    /// Linux's balancer: the busiest CPU found by a balance pass is asked
+    /// to detach tasks for `pull.dst` (`detach_tasks()` on its own queue).
+    Pull {
+        pull: crate::linux::balance::Pull,
+    },
+    /// `kick_ilb()`: balance on behalf of the tickless idle CPUs.
+    NohzKick,
 }
 
 impl<S> Msg<S> {
@@ -64,7 +71,7 @@ impl<S> Msg<S> {
             | Msg::Continue { task }
             | Msg::SetMask { task, .. } => Some(*task),
             Msg::Adopt { task, .. } => Some(task.id),
-            Msg::StealRequest { .. } => None,
+            Msg::StealRequest { .. } | Msg::Pull { .. } | Msg::NohzKick => None,
         }
     }
 }
@@ -81,6 +88,8 @@ pub struct Doors {
     pub(crate) util: AtomicU32,
     pub(crate) load_avg: AtomicU32,
     pub(crate) runnable_avg: AtomicU32,
+    /// Fair tasks running or queued (`rq->cfs.h_nr_runnable`).
+    pub(crate) h_nr: AtomicU32,
     /// TIF_NEED_RESCHED: set by whoever asks this CPU to reschedule, cleared
     /// by its pass. A remote ask sends an IPI only when it sets the flag.
     pub(crate) resched: AtomicBool,
@@ -134,6 +143,19 @@ pub struct Shared<S> {
     overloaded: Vec<AtomicU64>,
     /// Per SMT core (by ordinal), its shared state.
     cores: Vec<Mutex<CoreState>>,
+    /// Per CPU, the state Linux's balancer keeps for it (its domains'
+    /// intervals and failures, which the idle load balancer updates on its
+    /// behalf as Linux's does; cache-aware occupancy and counts).
+    pub(crate) lb: Vec<Mutex<crate::linux::balance::LbCpu>>,
+    /// Per LLC (ordinal), its utilization and capacity as periodic
+    /// balancing last recorded them (`sd_llc_shared->util_avg`,
+    /// `->capacity`): cache-aware scheduling only.
+    pub(crate) llc_stats: Vec<(AtomicU64, AtomicU64)>,
+    /// Per process id, its cache state (`mm->sc_stat`) behind its own lock:
+    /// cache-aware scheduling only.
+    pub(crate) procs: Vec<Mutex<Option<crate::linux::cas::ProcCache>>>,
+    /// `nohz.next_balance`, ns.
+    pub(crate) nohz_next: AtomicU64,
 }
 
 impl<S: PolicyState> Shared<S> {
@@ -153,6 +175,7 @@ impl<S: PolicyState> Shared<S> {
                 util: AtomicU32::new(0),
                 load_avg: AtomicU32::new(0),
                 runnable_avg: AtomicU32::new(0),
+                h_nr: AtomicU32::new(0),
                 resched: AtomicBool::new(false),
             })
             .collect();
@@ -169,14 +192,31 @@ impl<S: PolicyState> Shared<S> {
             })
             .collect();
         Shared {
-            topo,
-            config,
             cpus,
             mailboxes,
             tasks,
             next_task: AtomicU32::new(0),
             overloaded: (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             cores,
+            lb: topo
+                .cpu_ids()
+                .map(|c| Mutex::new(crate::linux::balance::LbCpu::new(&topo, c, &config)))
+                .collect(),
+            llc_stats: match config.balance.kind.cas() {
+                Some(_) => topo
+                    .llcs()
+                    .iter()
+                    .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                    .collect(),
+                None => Vec::new(),
+            },
+            procs: match config.balance.kind.cas() {
+                Some(_) => (0..max_tasks).map(|_| Mutex::new(None)).collect(),
+                None => Vec::new(),
+            },
+            nohz_next: AtomicU64::new(0),
+            topo,
+            config,
         }
     }
 
@@ -244,6 +284,15 @@ impl<S: PolicyState> Shared<S> {
             avg.runnable_avg.min(u32::MAX as u64) as u32,
             Ordering::Relaxed,
         );
+    }
+
+    /// Fair tasks running or queued on `cpu`, as last published.
+    pub fn fair_nr(&self, cpu: CpuId) -> u32 {
+        self.cpus[cpu.index()].h_nr.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_fair_nr(&self, cpu: CpuId, n: u32) {
+        self.cpus[cpu.index()].h_nr.store(n, Ordering::Relaxed);
     }
 
     pub(crate) fn set_load(&self, cpu: CpuId, load: u32) {

@@ -38,6 +38,9 @@ pub struct TaskSpec {
     pub slice_ns: Option<u64>,
     /// Core-scheduling cookie; `0` is none. Kept for core scheduling.
     pub cookie: u64,
+    /// The process (address space) it belongs to, for cache-aware
+    /// scheduling (`p->mm`); `None`: a process of its own, never grouped.
+    pub process: Option<u32>,
 }
 
 impl TaskSpec {
@@ -47,6 +50,7 @@ impl TaskSpec {
             mask: None,
             slice_ns: None,
             cookie: 0,
+            process: None,
         }
     }
 
@@ -59,6 +63,11 @@ impl TaskSpec {
 
     pub fn with_mask(mut self, mask: CpuSet) -> TaskSpec {
         self.mask = Some(mask);
+        self
+    }
+
+    pub fn in_process(mut self, process: u32) -> TaskSpec {
+        self.process = Some(process);
         self
     }
 }
@@ -116,6 +125,12 @@ pub struct TaskData<S> {
     pub(crate) sleep_deadline: Option<u64>,
     /// Enqueue order, for FIFO within an RT priority.
     pub(crate) seq: u64,
+    /// Its process (`p->mm`), for cache-aware scheduling.
+    pub(crate) process: Option<u32>,
+    /// `p->preferred_llc` (an LLC ordinal), set by cache-aware scheduling.
+    pub(crate) pref_llc: Option<u16>,
+    /// `sum_exec` already charged to its process's occupancy.
+    pub(crate) cache_acct: u64,
 }
 
 impl<S: PolicyState> Task<S> {
@@ -158,6 +173,16 @@ impl<S: PolicyState> Task<S> {
     /// When it last stopped running here or elsewhere (ns).
     pub fn last_ran(&self) -> u64 {
         self.last_ran
+    }
+
+    /// Its process, if it declared one.
+    pub fn process(&self) -> Option<u32> {
+        self.process
+    }
+
+    /// The LLC (ordinal) cache-aware scheduling prefers for it.
+    pub fn preferred_llc(&self) -> Option<u16> {
+        self.pref_llc
     }
 
     pub fn is_rt(&self) -> bool {

@@ -109,6 +109,15 @@ pub enum Figure {
     CpuShare {
         task: String,
     },
+    /// How many LLCs the tasks whose names start with `prefix` end in.
+    EndLlcs {
+        prefix: String,
+    },
+    /// The most of the tasks whose names start with `prefix` that end in
+    /// one LLC.
+    EndLlcMost {
+        prefix: String,
+    },
     /// The `percentile` (0-100) of how late `metric`'s laps ran past
     /// `expected_ns` (a sleep's length), µs: timer-wake latency.
     LapLateUs {
@@ -178,6 +187,18 @@ fn final_level(o: &Outcome, a: &str, b: &str) -> Option<Level> {
     Some(topo.level_between(cpu(a)?, cpu(b)?))
 }
 
+/// Per LLC (ordinal), how many of the tasks named `prefix*` end there.
+fn end_llcs(o: &Outcome, prefix: &str) -> std::collections::BTreeMap<usize, u32> {
+    let topo = o.topology.as_ref().expect("an outcome keeps its topology");
+    let mut per = std::collections::BTreeMap::new();
+    for (name, t) in &o.tasks {
+        if let (true, Some(c)) = (name.starts_with(prefix), t.final_cpu) {
+            *per.entry(topo.llc_ordinal(c)).or_insert(0) += 1;
+        }
+    }
+    per
+}
+
 impl Figure {
     pub fn compute(&self, o: &Outcome) -> f64 {
         let laps = |m: &str| o.laps.get(m).map(Vec::as_slice).unwrap_or(&[]);
@@ -224,6 +245,10 @@ impl Figure {
             Figure::ColdStarts { tasks } => sum_over(o, tasks, |t| t.cold_starts),
             Figure::CpuShare { task } => {
                 o.tasks.get(task).map_or(0.0, |t| t.cpu_ns as f64) / o.end_ns.max(1) as f64
+            }
+            Figure::EndLlcs { prefix } => end_llcs(o, prefix).len() as f64,
+            Figure::EndLlcMost { prefix } => {
+                end_llcs(o, prefix).values().copied().max().unwrap_or(0) as f64
             }
             Figure::LapLateUs {
                 metric,

@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use schedlab_sched::linux::Linux;
-use schedlab_sched::{BuiltinPolicy, Home, Policy, SpawnPolicy, WakerStreakRule};
+use schedlab_sched::{BalanceKind, BuiltinPolicy, Home, Policy, SpawnPolicy, WakerStreakRule};
 
 use crate::engine::{Engine, Outcome, SimSpec};
 
@@ -37,6 +37,7 @@ type Start = dyn Fn(&SimSpec, u64) -> Box<dyn Run> + Send + Sync;
 pub struct PolicyRef {
     name: String,
     spawn: Option<SpawnPolicy>,
+    balance: Option<BalanceKind>,
     start: Arc<Start>,
 }
 
@@ -46,6 +47,7 @@ impl PolicyRef {
         PolicyRef {
             name: name.into(),
             spawn: policy.spawn_rule(),
+            balance: policy.balance_rule(),
             start: Arc::new(move |spec: &SimSpec, seed: u64| -> Box<dyn Run> {
                 Box::new(Engine::new(spec, seed, policy.clone()))
             }),
@@ -61,6 +63,11 @@ impl PolicyRef {
         self.spawn
     }
 
+    /// The load balancer the policy comes with ([`Policy::balance_rule`]).
+    pub fn balance_rule(&self) -> Option<BalanceKind> {
+        self.balance
+    }
+
     pub(crate) fn start(&self, spec: &SimSpec, seed: u64) -> Box<dyn Run> {
         (self.start)(spec, seed)
     }
@@ -74,6 +81,7 @@ impl From<BuiltinPolicy> for PolicyRef {
                 PolicyRef::new(b.to_string(), WakerStreakRule { waker_run, flags })
             }
             BuiltinPolicy::Linux => PolicyRef::new(b.to_string(), Linux::default()),
+            BuiltinPolicy::LinuxCas(t) => PolicyRef::new(b.to_string(), Linux::cas(t)),
         }
     }
 }
@@ -124,7 +132,8 @@ impl fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// The built-in families: `home` and `waker-streak[:K]`.
+    /// The built-in families: `home`, `waker-streak[:K[:flags]]`, `linux`
+    /// and `linux-cas[:P:I]`.
     pub fn builtin() -> Registry {
         let mut r = Registry {
             families: BTreeMap::new(),
@@ -152,8 +161,13 @@ impl Registry {
         );
         r.add(
             "linux",
-            "Linux 6.19's wake and fork placement (select_task_rq_fair, wakes decided on the waker); balancing is the machine's, not yet Linux's",
+            "Linux 6.19's wake and fork placement (select_task_rq_fair, wakes decided on the waker) and its load balancer (sched domains, periodic, newly idle and nohz idle balancing)",
             builtin("linux"),
+        );
+        r.add(
+            "linux-cas",
+            "linux plus Linux 7.2's cache-aware scheduling: the balancer gathers a process's threads in its preferred LLC unless that LLC is busy (linux-cas:P:I sets llc_overaggr_pct and llc_imb_pct; defaults 50 and 20)",
+            builtin("linux-cas"),
         );
         r
     }

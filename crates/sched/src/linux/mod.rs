@@ -49,14 +49,20 @@
 //! Fork placement is Linux's too: [`fork`] (`sched_balance_find_dst_cpu()`),
 //! the spawn rule `linux` comes with ([`Policy::spawn_rule`]: a scenario
 //! takes it unless its user names another spawn rule; `spawn = "linux"`
-//! gives it to any policy). Linux's load balancer is not here yet: `linux`
-//! runs with the machine's balancer, and says so in its registry entry.
+//! gives it to any policy). So is its load balancer ([`balance`], with the
+//! decisions in [`lb`]): `linux` brings `balance = "linux"`, and
+//! `linux-cas` (the same wake path; 7.2's cache-aware scheduling lives in
+//! the balancer, [`cas`]) brings `balance = "linux-cas"`, unless the user
+//! names a balancer.
 
+pub mod balance;
+pub mod cas;
 pub mod fork;
+pub mod lb;
 
 use schedlab_topology::{CpuId, CpuSet};
 
-use crate::config::SpawnPolicy;
+use crate::config::{BalanceKind, CasTunables, SpawnPolicy};
 use crate::effects::PlaceReason;
 use crate::park::Delivery;
 use crate::policy::{Decides, Decision, Machine, Policy, PolicyState, Wake};
@@ -213,9 +219,22 @@ pub fn update_idle_cpu_scan(llc_weight: u64, sum_util: u64, pct: u64) -> u64 {
 pub struct Linux {
     pub wa_idle: bool,
     pub sis_util: bool,
+    /// Cache-aware scheduling (`linux-cas`): the balancer it brings.
+    pub cas: Option<CasTunables>,
     /// The waker's flips, taken in `wake_posted` for the `place` that
     /// follows on the same CPU in the same wake.
     waker_flips: u32,
+}
+
+impl Linux {
+    /// `linux-cas`: the same wake path, with cache-aware scheduling's
+    /// balancer.
+    pub fn cas(tun: CasTunables) -> Linux {
+        Linux {
+            cas: Some(tun),
+            ..Linux::default()
+        }
+    }
 }
 
 impl Default for Linux {
@@ -223,6 +242,7 @@ impl Default for Linux {
         Linux {
             wa_idle: true,
             sis_util: true,
+            cas: None,
             waker_flips: 0,
         }
     }
@@ -355,7 +375,11 @@ impl Policy for Linux {
     const DECIDES: Decides = Decides::Waker;
 
     fn name(&self) -> &str {
-        "linux"
+        if self.cas.is_some() {
+            "linux-cas"
+        } else {
+            "linux"
+        }
     }
 
     fn wake_posted(
@@ -378,6 +402,15 @@ impl Policy for Linux {
     /// machine's rule, so `spawn = ...` can still name another for a study.
     fn spawn_rule(&self) -> Option<SpawnPolicy> {
         Some(SpawnPolicy::Linux)
+    }
+
+    /// Linux's load balancer ([`balance`]), with cache-aware scheduling for
+    /// `linux-cas` ([`cas`]).
+    fn balance_rule(&self) -> Option<BalanceKind> {
+        Some(match self.cas {
+            Some(t) => BalanceKind::LinuxCas(t),
+            None => BalanceKind::Linux,
+        })
     }
 
     fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<LinuxTask>) -> Decision {

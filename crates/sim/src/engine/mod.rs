@@ -332,7 +332,16 @@ impl<P: Policy> Engine<P> {
     /// Starts a task on its start CPU, then widens its mask to its own.
     fn start_task(&mut self, def: &TaskDef) {
         let c = def.start_cpu;
+        let process = if def.process.is_empty() {
+            &def.name
+        } else {
+            &def.process
+        };
+        let pid = self.process_id(process);
         let mut spec = def.spec;
+        // The scheduler sees the process too (cache-aware scheduling's
+        // `p->mm`); threads it spawns inherit it with the spec.
+        spec.process = Some(pid);
         let mask = spec.mask.unwrap_or(*self.sh.topology().cpus());
         spec.mask = Some(CpuSet::single(c));
         let s = self.sched[c.index()]
@@ -345,14 +354,8 @@ impl<P: Policy> Engine<P> {
             self.apply(c, fx);
         }
         let code = self.code.compile(&def.program, &mut self.objects);
-        let mut real = def.spec;
+        let mut real = spec;
         real.mask = Some(mask);
-        let process = if def.process.is_empty() {
-            &def.name
-        } else {
-            &def.process
-        };
-        let pid = self.process_id(process);
         self.add_task(id, &def.name, code, def.working_set, real);
         self.tasks.get_mut(&id).expect("just added").process = pid;
     }

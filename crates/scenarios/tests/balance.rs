@@ -1,0 +1,158 @@
+//! Linux's load balancer (`balance = "linux"`) and Linux 7.2's cache-aware
+//! scheduling (`linux-cas`) on the machine models, as ratios and counts of
+//! simulated figures on fixed seeds (deterministic: each assertion names
+//! the seed that reproduces it).
+
+use schedlab_scenarios::{catalog, Params};
+use schedlab_sim::Sim;
+
+/// The named figures (and scheduler counters) of `scenario` at `seed`.
+fn run(scenario: &str, topo: &str, params: &[&str], seed: u64) -> Figs {
+    let p = Params::parse(&params.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let s = catalog::build(scenario, Some(topo), p).unwrap();
+    let o = Sim::new(&s.spec, seed).run();
+    assert!(
+        o.stall.is_none(),
+        "seed {seed}: {scenario} {params:?} stalled"
+    );
+    Figs(
+        s.figures
+            .iter()
+            .map(|(n, f)| (n.clone(), f.compute(&o)))
+            .chain(o.counters.iter().map(|(k, v)| (k.clone(), *v as f64)))
+            .collect(),
+    )
+}
+
+struct Figs(std::collections::BTreeMap<String, f64>);
+
+impl Figs {
+    fn get(&self, k: &str) -> f64 {
+        *self.0.get(k).unwrap_or_else(|| panic!("no figure {k}"))
+    }
+}
+
+/// Sixteen busy threads of one process, all starting in LLC 0 of amd-2x8
+/// (free to move): Linux's balancer spreads them over both LLCs; with no
+/// balancing they stay crowded in LLC 0's eight CPUs.
+#[test]
+fn linux_balancer_spreads_a_crowded_llc() {
+    let base = [
+        "placement=crowded",
+        "threads=16",
+        "rounds=60",
+        "policy=linux",
+    ];
+    for seed in 1..=3 {
+        let on = run("busy_process", "amd-2x8", &base, seed);
+        let off = run(
+            "busy_process",
+            "amd-2x8",
+            &[&base[..], &["balance=off"]].concat(),
+            seed,
+        );
+        assert!(
+            on.get("end_llc_most") <= 10.0 && on.get("end_llcs") == 2.0,
+            "seed {seed}: with Linux's balancer the 16 threads end {} in the fuller LLC (of 2 used: {}); expected at most 10",
+            on.get("end_llc_most"),
+            on.get("end_llcs")
+        );
+        assert!(
+            on.get("moves.balance") > 0.0 && on.get("balance.pulls") > 0.0,
+            "seed {seed}: the spreading is the balancer's: {} balance moves, {} pulls",
+            on.get("moves.balance"),
+            on.get("balance.pulls")
+        );
+        assert_eq!(
+            off.get("end_llc_most"),
+            16.0,
+            "seed {seed}: without balancing the threads stay in LLC 0"
+        );
+        let (a, b) = (on.get("round_us"), off.get("round_us"));
+        assert!(
+            a * 1.1 < b,
+            "seed {seed}: spread rounds {a:.0} µs against crowded {b:.0}: expected spreading to pay 1.1x (the shared data goes cold across LLCs; SMT siblings share cores either way)"
+        );
+    }
+}
+
+/// A process of four workers sharing written data, worker i starting in
+/// LLC i of genoa-96 (twelve LLCs of 16 CPUs): cache-aware scheduling's
+/// balancer gathers them into one LLC (by active balancing toward the
+/// process's preferred LLC) when an idle balance gets to run; Linux without
+/// it never does. Over seeds 1..=10.
+#[test]
+fn linux_cas_gathers_a_scattered_process_into_one_llc_on_genoa() {
+    let p = ["placement=scattered", "workers=4", "items=2000"];
+    let (mut gathered, mut active) = (0, 0.0);
+    for seed in 1..=10 {
+        let linux = run(
+            "shared_workers",
+            "genoa-96",
+            &[&p[..], &["policy=linux"]].concat(),
+            seed,
+        );
+        assert_eq!(
+            linux.get("end_llcs"),
+            4.0,
+            "seed {seed}: linux leaves the four workers in their four LLCs"
+        );
+        let cas = run(
+            "shared_workers",
+            "genoa-96",
+            &[&p[..], &["policy=linux-cas"]].concat(),
+            seed,
+        );
+        if cas.get("end_llcs") == 1.0 {
+            gathered += 1;
+            active += cas.get("balance.active");
+            assert!(
+                cas.get("llc_refill_mib") < 0.75 * linux.get("llc_refill_mib"),
+                "seed {seed}: gathered, the workers read {:.0} MiB into cold LLCs against {:.0} under linux: expected under three quarters (they were gathered part way)",
+                cas.get("llc_refill_mib"),
+                linux.get("llc_refill_mib")
+            );
+        }
+    }
+    assert!(
+        gathered >= 4,
+        "linux-cas gathered the process into one LLC in {gathered} of 10 seeds: expected at least 4"
+    );
+    assert!(
+        active >= 3.0 * gathered as f64,
+        "each gathering is active balances of running workers: {active} for {gathered} seeds"
+    );
+}
+
+/// Twenty-four busy threads of one process on genoa-96, whose LLCs hold 16
+/// CPUs: cache-aware scheduling drops the process's preference
+/// (`invalid_llc_nr()`: its running threads times SMT width do not fit
+/// the LLC), so it does not pack them and runs as plain Linux does.
+#[test]
+fn linux_cas_does_not_pack_more_busy_threads_than_an_llc_holds() {
+    let p = ["threads=24", "rounds=40"];
+    for seed in 1..=2 {
+        let linux = run(
+            "busy_process",
+            "genoa-96",
+            &[&p[..], &["policy=linux"]].concat(),
+            seed,
+        );
+        let cas = run(
+            "busy_process",
+            "genoa-96",
+            &[&p[..], &["policy=linux-cas"]].concat(),
+            seed,
+        );
+        assert!(
+            cas.get("end_llc_most") <= 8.0,
+            "seed {seed}: linux-cas ends {} of 24 busy threads in one LLC of 16 CPUs: expected no packing (at most 8)",
+            cas.get("end_llc_most")
+        );
+        let (a, b) = (cas.get("round_us"), linux.get("round_us"));
+        assert!(
+            a <= 1.05 * b,
+            "seed {seed}: linux-cas rounds {a:.0} µs against linux {b:.0}: expected within 5%"
+        );
+    }
+}

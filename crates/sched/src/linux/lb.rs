@@ -1,0 +1,718 @@
+//! Linux's load balancer, the decisions (`kernel/sched/fair.c`, read in the
+//! tip `sched/core` tree of 2026 that carries `CONFIG_SCHED_CACHE`, and
+//! `kernel/sched/topology.c`'s `sd_init()`): pure functions over what a
+//! balancing CPU reads of the others ([`CpuStat`]) and of a task it may
+//! move ([`TaskView`]). The CPU-side glue (intervals, messages, the pull
+//! on the busiest CPU) is `linux::balance`.
+//!
+//! One pass of `sched_balance_rq()` at a domain, for a destination CPU:
+//!
+//! 1. [`should_we_balance`]: newly idle, always (when nothing runs there);
+//!    otherwise only the first idle CPU of the local group (an idle core
+//!    before an idle SMT thread of a busy core), else the group's first CPU;
+//! 2. [`find_src_group`] (`sched_balance_find_src_group()`): every group
+//!    of the domain gets [`update_sg_lb_stats`] and a [`GroupType`]; the
+//!    busiest is [`update_sd_pick_busiest`]'s; the decision matrix of the
+//!    source says whether the domain is balanced, else
+//!    [`calculate_imbalance`] gives the [`Migration`] type and amount;
+//! 3. [`find_src_rq`] (`sched_balance_find_src_rq()`): the CPU of that
+//!    group to pull from, by migration type;
+//! 4. on that CPU, `detach_tasks()`: its waiting fair tasks from the tail
+//!    of `cfs_tasks` (least recently run first; cache-aware: by LLC
+//!    preference, [`llc_order`]), each through [`can_migrate_task`]
+//!    (`task_hot()` against the migration cost, relaxed after
+//!    `cache_nice_tries` failures), until the imbalance is used up;
+//! 5. nothing moved: `nr_balance_failed` grows, and [`need_active_balance`]
+//!    may push the running task.
+//!
+//! ## Simplified, and why
+//!
+//! * Every CPU has `SCHED_CAPACITY_SCALE` (no asymmetric capacity, no RT
+//!   or IRQ pressure): no `misfit_task`, `asym_packing` groups, and
+//!   `check_cpu_capacity()` is always false.
+//! * No `group_imbalanced` (the `sgc->imbalance` hint a child domain leaves
+//!   when affinity defeated it) and no `LBF_DST_PINNED` retry with another
+//!   destination of the group, no `redo` with another busiest CPU when
+//!   every task there was pinned: the next balance tries again.
+//! * No EAS, no NUMA balancing (`fbq_type` is `all`,
+//!   `migrate_degrades_locality()` is 0).
+//! * `cpu_util_cfs()` is the published `util_avg` capped at capacity,
+//!   `cpu_util_cfs_boost()` the larger of it and `runnable_avg`;
+//!   `task_util_est()` is the task's `util_avg`.
+//! * `task_is_ineligible_on_dst_cpu()` (PLACE_LAG's soft limit on a first
+//!   attempt) is not modelled: it matters only when the destination has
+//!   tasks queued, and pulls here go to idle or lightly loaded CPUs.
+//! * Every non-NUMA domain carries `SD_PREFER_SIBLING` (`sd_init()`'s
+//!   default; NUMA clears it), so a group made of a child domain prefers
+//!   siblings; a group of one CPU carries no flag.
+
+use schedlab_topology::{CpuId, CpuSet, Level, Topology};
+
+use super::fork::{adjust_numa_imbalance, Domain};
+use super::CAPACITY;
+use crate::config::CasTunables;
+
+/// `sysctl_sched_nr_migrate` (32 without `PREEMPT_RT`): the most tasks one
+/// `detach_tasks()` looks at.
+pub const SCHED_NR_MIGRATE: u32 = 32;
+/// `sd->busy_factor`: a busy CPU balances 16 times less often.
+pub const BUSY_FACTOR: u64 = 16;
+/// `MAX_PINNED_INTERVAL`, ms.
+pub const MAX_PINNED_INTERVAL_MS: u64 = 512;
+/// One jiffy at `HZ` = 1000.
+pub const JIFFY_NS: u64 = 1_000_000;
+
+/// `enum cpu_idle_type` of the destination.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Idle {
+    /// `__CPU_NOT_IDLE`: a busy CPU's periodic balance.
+    NotIdle,
+    /// `CPU_IDLE`: an idle CPU's (in this model, on its behalf by the idle
+    /// load balancer).
+    Idle,
+    /// `CPU_NEWLY_IDLE`: about to go idle.
+    NewlyIdle,
+}
+
+impl Idle {
+    /// `env->idle` as C reads it: the destination is idle.
+    pub fn any(self) -> bool {
+        self != Idle::NotIdle
+    }
+}
+
+/// `enum migration_type` (no `migrate_misfit`: no asymmetric capacity).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MigrationType {
+    Load,
+    Util,
+    Task,
+    /// Cache-aware scheduling's: one task preferring the destination's LLC.
+    LlcTask,
+}
+
+/// What to move: a type and an amount in its unit.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Migration {
+    pub kind: MigrationType,
+    pub imbalance: i64,
+}
+
+/// `enum group_type`, the ones this machine can see, in pulling priority.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub enum GroupType {
+    HasSpare,
+    FullyBusy,
+    SmtBalance,
+    LlcBalance,
+    Overloaded,
+}
+
+/// What `sd_init()` makes of a domain.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SdParams {
+    /// `min_interval` = `balance_interval` at start = the span's weight, ms.
+    pub min_interval_ms: u64,
+    /// `max_interval` = twice the weight, ms.
+    pub max_interval_ms: u64,
+    /// 0 for SMT, 1 for MC and PKG, 2 for NUMA.
+    pub cache_nice_tries: u32,
+    /// `SD_SHARE_CPUCAPACITY` (SMT): `task_hot()` says no.
+    pub share_cpucapacity: bool,
+    /// `SD_SHARE_LLC` (SMT and MC).
+    pub share_llc: bool,
+    /// The groups carry `SD_PREFER_SIBLING` (their child domain is not NUMA).
+    pub prefer_sibling: bool,
+    /// The groups are SMT cores (`SD_SHARE_CPUCAPACITY` on the child).
+    pub smt_groups: bool,
+}
+
+impl SdParams {
+    pub fn of(sd: &Domain) -> SdParams {
+        let w = sd.span.weight() as u64;
+        let smt = sd.level == Level::Smt;
+        SdParams {
+            min_interval_ms: w,
+            max_interval_ms: 2 * w,
+            cache_nice_tries: if smt {
+                0
+            } else if sd.numa {
+                2
+            } else {
+                1
+            },
+            share_cpucapacity: smt,
+            share_llc: sd.level <= Level::Llc,
+            prefer_sibling: sd.child.is_some(),
+            smt_groups: sd.child == Some(Level::Smt),
+        }
+    }
+}
+
+/// `get_sd_balance_interval()`, in ns: the domain's interval, times
+/// `busy_factor` (less one jiffy) on a busy CPU, within one jiffy and
+/// `max_load_balance_interval` (`HZ * nr_cpus / 10`).
+pub fn balance_interval_ns(balance_interval_ms: u64, busy: bool, nr_cpus: usize) -> u64 {
+    let mut jiffies = balance_interval_ms;
+    if busy {
+        jiffies = jiffies * BUSY_FACTOR - 1;
+    }
+    let max = (1000 * nr_cpus as u64 / 10).max(1);
+    jiffies.clamp(1, max) * JIFFY_NS
+}
+
+/// What a balancing CPU reads of one CPU (its published values).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct CpuStat {
+    /// `rq->nr_running`.
+    pub nr_running: u32,
+    /// `rq->cfs.h_nr_runnable`: fair tasks.
+    pub h_nr_runnable: u32,
+    /// `cpu_load()`: the fair queue's `load_avg`.
+    pub load: u64,
+    /// `util_avg`.
+    pub util: u64,
+    pub runnable: u64,
+    /// `idle_cpu()`.
+    pub idle: bool,
+    /// Cache-aware: tasks here preferring the destination's LLC
+    /// (`sd->llc_counts[dst_llc]`).
+    pub pref_dst_llc: u32,
+}
+
+/// The balancing environment (`struct lb_env`), as far as decisions read it.
+#[derive(Clone, Debug)]
+pub struct LbEnv {
+    pub sd: Domain,
+    pub params: SdParams,
+    pub dst: CpuId,
+    pub idle: Idle,
+    pub nr_balance_failed: u32,
+    /// Cache-aware scheduling, when on.
+    pub cas: Option<CasEnv>,
+}
+
+impl LbEnv {
+    /// What the busiest CPU needs of this environment to detach tasks.
+    pub fn attempt(&self) -> Attempt {
+        Attempt {
+            params: self.params,
+            nr_balance_failed: self.nr_balance_failed,
+            cas: self.cas.is_some(),
+        }
+    }
+}
+
+/// The part of the environment `detach_tasks()` reads, carried to the
+/// busiest CPU in the pull request.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Attempt {
+    pub params: SdParams,
+    pub nr_balance_failed: u32,
+    /// Cache-aware scheduling is on.
+    pub cas: bool,
+}
+
+/// What cache-aware balancing reads: its tunables, SMT, and each LLC's
+/// utilization and capacity as periodic balancing last recorded them
+/// (`sd_llc_shared->util_avg`, `->capacity`), by LLC ordinal.
+#[derive(Clone, Debug)]
+pub struct CasEnv {
+    pub tun: CasTunables,
+    /// `cpu_smt_num_threads`.
+    pub smt_threads: u64,
+    pub dst_llc: u16,
+    pub llc_stats: alloc::vec::Vec<(u64, u64)>,
+}
+
+/// `struct sg_lb_stats`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SgStats {
+    pub span: CpuSet,
+    pub avg_load: u64,
+    pub load: u64,
+    pub capacity: u64,
+    pub util: u64,
+    pub runnable: u64,
+    pub sum_nr_running: u64,
+    pub sum_h_nr_running: u64,
+    pub idle_cpus: u64,
+    pub weight: u64,
+    /// `sg->cores`.
+    pub cores: u64,
+    pub group_type: GroupType,
+    /// The group is an SMT core (`sg->flags & SD_SHARE_CPUCAPACITY`).
+    pub smt: bool,
+    pub nr_pref_dst_llc: u64,
+}
+
+/// `group_has_capacity()` over [`SgStats`].
+fn has_capacity(pct: u64, s: &SgStats) -> bool {
+    if s.sum_nr_running < s.weight {
+        return true;
+    }
+    if s.capacity * pct < s.runnable * 100 {
+        return false;
+    }
+    s.capacity * 100 > s.util * pct
+}
+
+/// `group_is_overloaded()` over [`SgStats`] (no EAS).
+fn is_overloaded(pct: u64, s: &SgStats) -> bool {
+    if s.sum_nr_running <= s.weight {
+        return false;
+    }
+    s.capacity * 100 < s.util * pct || s.capacity * pct < s.runnable * 100
+}
+
+/// `group_classify()`, with `group_llc_balance` and `group_smt_balance`
+/// already decided for a non-local group.
+pub fn group_classify(pct: u64, s: &SgStats, llc_balance: bool, smt_balance: bool) -> GroupType {
+    if is_overloaded(pct, s) {
+        GroupType::Overloaded
+    } else if llc_balance {
+        GroupType::LlcBalance
+    } else if smt_balance {
+        GroupType::SmtBalance
+    } else if !has_capacity(pct, s) {
+        GroupType::FullyBusy
+    } else {
+        GroupType::HasSpare
+    }
+}
+
+/// The groups of `sd` as `build_sched_groups()` makes them: the child
+/// domain's spans (single CPUs at the lowest level), the local group first,
+/// then wrapping in id order.
+pub fn groups(topo: &Topology, sd: &Domain, local: CpuId) -> alloc::vec::Vec<CpuSet> {
+    let mut out = alloc::vec::Vec::new();
+    let mut covered = CpuSet::new();
+    for c in sd.span.iter_from(local) {
+        if covered.contains(c) {
+            continue;
+        }
+        let g = sd
+            .child
+            .map_or(CpuSet::single(c), |l| topo.span(c, l) & sd.span);
+        covered = covered | g;
+        out.push(g);
+    }
+    out
+}
+
+/// `update_sg_lb_stats()` for `group` (`local`: it holds the destination).
+pub fn update_sg_lb_stats(
+    env: &LbEnv,
+    topo: &Topology,
+    group: &CpuSet,
+    local: bool,
+    stat: &impl Fn(CpuId) -> CpuStat,
+) -> SgStats {
+    let mut s = SgStats {
+        span: *group,
+        avg_load: 0,
+        load: 0,
+        capacity: group.weight() as u64 * CAPACITY,
+        util: 0,
+        runnable: 0,
+        sum_nr_running: 0,
+        sum_h_nr_running: 0,
+        idle_cpus: 0,
+        weight: group.weight() as u64,
+        cores: 0,
+        group_type: GroupType::HasSpare,
+        smt: env.params.smt_groups && group.weight() > 1,
+        nr_pref_dst_llc: 0,
+    };
+    let mut cores = CpuSet::new();
+    for c in (*group & env.sd.span).iter() {
+        let r = stat(c);
+        s.load += r.load;
+        s.util += r.util.min(CAPACITY);
+        s.runnable += r.runnable;
+        s.sum_h_nr_running += r.h_nr_runnable as u64;
+        s.sum_nr_running += r.nr_running as u64;
+        if let Some(cas) = &env.cas {
+            if topo.llc_ordinal(c) as u16 != cas.dst_llc {
+                s.nr_pref_dst_llc += r.pref_dst_llc as u64;
+            }
+        }
+        if let Some(first) = topo.core_cpus(c).first() {
+            cores.insert(first);
+        }
+        if r.nr_running == 0 && r.idle {
+            s.idle_cpus += 1;
+        }
+    }
+    s.cores = cores.weight() as u64;
+    let (mut llc_balance, mut smt_balance) = (false, false);
+    if !local {
+        // `smt_balance()`: an SMT core with more than one fair task, seen
+        // from an idle destination.
+        smt_balance = env.idle.any() && s.smt && s.sum_h_nr_running > 1;
+        llc_balance = self::llc_balance(env, topo, &s);
+    }
+    s.group_type = group_classify(env.sd.imbalance_pct, &s, llc_balance, smt_balance);
+    if s.group_type == GroupType::Overloaded {
+        s.avg_load = s.load * CAPACITY / s.capacity;
+    }
+    s
+}
+
+/// `llc_balance()`: a group of another LLC holds tasks preferring the
+/// destination's, and moving one is allowed ([`super::cas::can_migrate_llc`]
+/// gives `mig_llc`), unless balancing failed past `cache_nice_tries`.
+fn llc_balance(env: &LbEnv, topo: &Topology, s: &SgStats) -> bool {
+    let Some(cas) = &env.cas else { return false };
+    if env.params.share_llc || env.nr_balance_failed > env.params.cache_nice_tries {
+        return false;
+    }
+    let Some(first) = s.span.first() else {
+        return false;
+    };
+    let src = cas.llc_stats[topo.llc_ordinal(first)];
+    let dst = cas.llc_stats[cas.dst_llc as usize];
+    s.nr_pref_dst_llc > 0
+        && super::cas::can_migrate_llc(&cas.tun, cas.smt_threads, src, dst, 0, true)
+            == super::cas::LlcMig::Llc
+}
+
+/// `update_sd_pick_busiest()`: does `sg` replace `busiest`?
+pub fn update_sd_pick_busiest(busiest: Option<&SgStats>, sg: &SgStats) -> bool {
+    if sg.sum_h_nr_running == 0 {
+        return false;
+    }
+    let Some(b) = busiest else {
+        return true;
+    };
+    if sg.group_type != b.group_type {
+        return sg.group_type > b.group_type;
+    }
+    let spare = |b: &SgStats| {
+        !(sg.idle_cpus > b.idle_cpus
+            || (sg.idle_cpus == b.idle_cpus && sg.sum_nr_running <= b.sum_nr_running))
+    };
+    match sg.group_type {
+        GroupType::Overloaded => sg.avg_load > b.avg_load,
+        GroupType::LlcBalance => sg.nr_pref_dst_llc > b.nr_pref_dst_llc,
+        GroupType::SmtBalance if sg.idle_cpus != 0 || b.idle_cpus != 0 => spare(b),
+        GroupType::SmtBalance | GroupType::FullyBusy => {
+            !(sg.avg_load < b.avg_load || (sg.avg_load == b.avg_load && b.smt))
+        }
+        GroupType::HasSpare => {
+            if b.smt != sg.smt {
+                return !(sg.smt && sg.sum_h_nr_running <= 1);
+            }
+            spare(b)
+        }
+    }
+}
+
+/// `sibling_imbalance()`: tasks to move so both groups run as many per core.
+pub fn sibling_imbalance(env: &LbEnv, busiest: &SgStats, local: &SgStats) -> i64 {
+    if !env.idle.any() || busiest.sum_nr_running == 0 {
+        return 0;
+    }
+    let (nb, nl) = (busiest.cores as i64, local.cores as i64);
+    let (bs, ls) = (busiest.sum_nr_running as i64, local.sum_nr_running as i64);
+    if nb == nl {
+        return (bs - ls).max(0);
+    }
+    let mut imb = (nl * bs - nb * ls).max(0);
+    imb = (2 * imb + nl + nb) / (nl + nb);
+    if imb <= 1 && ls == 0 && bs > 1 {
+        imb = 2;
+    }
+    imb
+}
+
+/// `struct sd_lb_stats`, as far as the decisions read it.
+#[derive(Clone, Debug)]
+pub struct SdStats {
+    /// Every group, the local one first.
+    pub groups: alloc::vec::Vec<SgStats>,
+    pub local: SgStats,
+    pub busiest: Option<SgStats>,
+    pub total_load: u64,
+    pub total_capacity: u64,
+}
+
+/// `update_sd_lb_stats()`.
+pub fn update_sd_lb_stats(
+    env: &LbEnv,
+    topo: &Topology,
+    stat: &impl Fn(CpuId) -> CpuStat,
+) -> SdStats {
+    let mut local = None;
+    let mut busiest: Option<SgStats> = None;
+    let (mut total_load, mut total_capacity) = (0, 0);
+    let mut all = alloc::vec::Vec::new();
+    for g in groups(topo, &env.sd, env.dst) {
+        let is_local = g.contains(env.dst);
+        let s = update_sg_lb_stats(env, topo, &g, is_local, stat);
+        if is_local {
+            local = Some(s);
+        } else if update_sd_pick_busiest(busiest.as_ref(), &s) {
+            busiest = Some(s);
+        }
+        total_load += s.load;
+        total_capacity += s.capacity;
+        all.push(s);
+    }
+    SdStats {
+        groups: all,
+        local: local.expect("the destination is in its own domain"),
+        busiest,
+        total_load,
+        total_capacity,
+    }
+}
+
+/// `calculate_imbalance()`.
+pub fn calculate_imbalance(env: &LbEnv, sds: &SdStats) -> Migration {
+    let (mut local, b) = (sds.local, sds.busiest.expect("a busiest group"));
+    let m = |kind, imbalance| Migration { kind, imbalance };
+    match b.group_type {
+        GroupType::SmtBalance => return m(MigrationType::Task, 1),
+        GroupType::LlcBalance => return m(MigrationType::LlcTask, 1),
+        _ => {}
+    }
+    if local.group_type == GroupType::HasSpare {
+        if b.group_type > GroupType::FullyBusy && !env.params.share_llc {
+            let imb = local.capacity.max(local.util) - local.util;
+            if env.idle.any() && imb == 0 {
+                return m(MigrationType::Task, 1);
+            }
+            return m(MigrationType::Util, imb as i64);
+        }
+        let mut imb = if b.weight == 1 || env.params.prefer_sibling {
+            sibling_imbalance(env, &b, &local)
+        } else {
+            (local.idle_cpus as i64 - b.idle_cpus as i64).max(0)
+        };
+        if env.sd.numa {
+            imb = adjust_numa_imbalance(imb as u64, local.sum_nr_running + 1, env.sd.imb_numa_nr)
+                as i64;
+        }
+        return m(MigrationType::Task, imb >> 1);
+    }
+    let avg = sds.total_load * CAPACITY / sds.total_capacity.max(1);
+    if local.group_type < GroupType::Overloaded {
+        local.avg_load = local.load * CAPACITY / local.capacity;
+        if local.avg_load >= b.avg_load || local.avg_load >= avg {
+            return m(MigrationType::Load, 0);
+        }
+    }
+    let imb = ((b.avg_load.saturating_sub(avg)) * b.capacity)
+        .min(avg.saturating_sub(local.avg_load) * local.capacity)
+        / CAPACITY;
+    m(MigrationType::Load, imb as i64)
+}
+
+/// `sched_balance_find_src_group()`: the busiest group and what to move,
+/// or `None` when the domain is balanced for this destination.
+pub fn find_src_group(env: &LbEnv, sds: &SdStats) -> Option<(SgStats, Migration)> {
+    let b = sds.busiest?;
+    let local = &sds.local;
+    if local.group_type > b.group_type {
+        return None;
+    }
+    if local.group_type == GroupType::Overloaded {
+        if local.avg_load >= b.avg_load {
+            return None;
+        }
+        let avg = sds.total_load * CAPACITY / sds.total_capacity.max(1);
+        if local.avg_load >= avg || 100 * b.avg_load <= env.sd.imbalance_pct * local.avg_load {
+            return None;
+        }
+    }
+    // `prefer_sibling` is the busiest group's flag: its child domain's.
+    let prefer_sibling = env.params.prefer_sibling;
+    let force = prefer_sibling
+        && local.group_type == GroupType::HasSpare
+        && (b.group_type == GroupType::LlcBalance || sibling_imbalance(env, &b, local) > 1);
+    if !force && b.group_type != GroupType::Overloaded {
+        if !env.idle.any() {
+            return None;
+        }
+        let smt_vs_nonsmt = local.smt != b.smt;
+        if !(b.group_type == GroupType::SmtBalance && smt_vs_nonsmt) {
+            if b.weight > 1 && local.idle_cpus <= b.idle_cpus + 1 {
+                return None;
+            }
+            if b.sum_h_nr_running == 1 {
+                return None;
+            }
+        }
+    }
+    let mig = calculate_imbalance(env, sds);
+    (mig.imbalance > 0).then_some((b, mig))
+}
+
+/// `sched_balance_find_src_rq()`: the CPU of `group` to pull from.
+pub fn find_src_rq(
+    env: &LbEnv,
+    group: &CpuSet,
+    mig: Migration,
+    stat: &impl Fn(CpuId) -> CpuStat,
+) -> Option<CpuId> {
+    let mut best: Option<(u64, CpuId)> = None;
+    for c in (*group & env.sd.span).iter() {
+        let r = stat(c);
+        let nr = r.h_nr_runnable as u64;
+        if nr == 0 {
+            continue;
+        }
+        let key = match mig.kind {
+            // Equal capacities: `load_i * cap_j > load_j * cap_i` is a
+            // plain comparison of loads.
+            MigrationType::Load => {
+                if nr == 1 && r.load as i64 > mig.imbalance {
+                    continue;
+                }
+                r.load
+            }
+            MigrationType::Util => {
+                if nr <= 1 {
+                    continue;
+                }
+                r.util.max(r.runnable)
+            }
+            MigrationType::Task => nr,
+            MigrationType::LlcTask => r.pref_dst_llc as u64,
+        };
+        if best.is_none_or(|(k, _)| key > k) {
+            best = Some((key, c));
+        }
+    }
+    // `busiest_*` start at 0: a CPU with nothing to offer is never picked.
+    best.filter(|(k, _)| *k > 0).map(|(_, c)| c)
+}
+
+/// `should_we_balance()` for a periodic or idle balance: the first idle
+/// CPU of the local group (an idle core first, then an idle thread of a
+/// busy core), else the group's first CPU, balances this level.
+pub fn should_we_balance(
+    env: &LbEnv,
+    topo: &Topology,
+    local: &CpuSet,
+    stat: &impl Fn(CpuId) -> CpuStat,
+) -> bool {
+    if env.idle == Idle::NewlyIdle {
+        return stat(env.dst).nr_running == 0;
+    }
+    let idle = |c: CpuId| {
+        let r = stat(c);
+        r.idle && r.nr_running == 0
+    };
+    let mut idle_smt = None;
+    let mut skip = CpuSet::new();
+    for c in local.iter() {
+        if skip.contains(c) || !idle(c) {
+            continue;
+        }
+        let core = *topo.core_cpus(c);
+        if !env.params.share_cpucapacity && core.weight() > 1 && !core.iter().all(idle) {
+            idle_smt.get_or_insert(c);
+            skip = skip | core;
+            continue;
+        }
+        return c == env.dst;
+    }
+    if let Some(c) = idle_smt {
+        return c == env.dst;
+    }
+    local.first() == Some(env.dst)
+}
+
+/// A waiting task as `can_migrate_task()` sees it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TaskView {
+    pub allowed_on_dst: bool,
+    /// `delta = now - exec_start` < `sysctl_sched_migration_cost`.
+    pub hot: bool,
+    pub load: u64,
+    pub util: u64,
+    /// Cache-aware: `migrate_degrades_llc()` says moving it breaks its
+    /// process's LLC preference.
+    pub degrades_llc: bool,
+    /// Cache-aware: it prefers the destination's LLC.
+    pub prefers_dst_llc: bool,
+}
+
+/// Why `can_migrate_task()` refused, or that it agreed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CanMigrate {
+    Yes,
+    /// Its mask does not name the destination (`LBF_SOME_PINNED`).
+    Pinned,
+    /// Cache-aware: it would leave its preferred LLC (`LBF_LLC_PINNED`
+    /// unless the migration is an LLC one).
+    LlcPinned,
+    /// Cache-hot and balancing has not failed often enough.
+    Hot,
+}
+
+/// `can_migrate_task()` for a waiting (not running) task.
+pub fn can_migrate_task(env: &Attempt, kind: MigrationType, t: &TaskView) -> CanMigrate {
+    if !t.allowed_on_dst {
+        return CanMigrate::Pinned;
+    }
+    if env.cas && env.nr_balance_failed < env.params.cache_nice_tries + 1 {
+        let wrong = kind == MigrationType::LlcTask && !t.prefers_dst_llc;
+        if wrong || t.degrades_llc {
+            return CanMigrate::LlcPinned;
+        }
+    }
+    // `task_hot()`: SMT siblings share the cache; otherwise the migration
+    // cost decides.
+    let hot = !env.params.share_cpucapacity && t.hot;
+    if !hot || env.nr_balance_failed > env.params.cache_nice_tries {
+        CanMigrate::Yes
+    } else {
+        CanMigrate::Hot
+    }
+}
+
+/// `detach_tasks()`'s accounting of one candidate that may move: `Some`
+/// with what is left of the imbalance, or `None` to skip it.
+pub fn detach_amount(env: &Attempt, mig: Migration, t: &TaskView) -> Option<i64> {
+    let shr = |v: u64| v >> env.nr_balance_failed.min(63);
+    match mig.kind {
+        MigrationType::Load => {
+            let load = t.load.max(1);
+            (shr(load) as i64 <= mig.imbalance).then(|| mig.imbalance - load as i64)
+        }
+        MigrationType::Util => {
+            (shr(t.util) as i64 <= mig.imbalance).then(|| mig.imbalance - t.util as i64)
+        }
+        MigrationType::Task | MigrationType::LlcTask => Some(mig.imbalance - 1),
+    }
+}
+
+/// `order_tasks_by_llc()`'s rank of a task (cache-aware, source and
+/// destination in different LLCs): 0 prefers the destination's LLC, 1 has
+/// no preference, 2 prefers a third LLC, 3 prefers the source's.
+pub fn llc_order(pref: Option<u16>, src_llc: u16, dst_llc: u16) -> u8 {
+    match pref {
+        Some(p) if p == dst_llc => 0,
+        None => 1,
+        Some(p) if p == src_llc => 3,
+        Some(_) => 2,
+    }
+}
+
+/// `need_active_balance()` once `detach_tasks()` moved nothing, with the
+/// failure already counted: a task-count imbalance that failed past
+/// `cache_nice_tries + 2`, or an LLC migration; unless `alb_break_llc()`
+/// (`llc_stays`) says the running task should stay in its LLC.
+pub fn need_active_balance(env: &Attempt, kind: MigrationType, llc_stays: bool) -> bool {
+    if llc_stays {
+        return false;
+    }
+    (kind == MigrationType::Task && env.nr_balance_failed > env.params.cache_nice_tries + 2)
+        || kind == MigrationType::LlcTask
+}
+
+#[cfg(test)]
+mod tests;
