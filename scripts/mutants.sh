@@ -34,6 +34,8 @@ declare -A what=(
   [shared-never-invalidated]="warmth: a process's shared data stays warm in every LLC its threads wrote it from"
   [llc-never-evicts]="warmth: an LLC holds any amount of hot data"
   [flags-not-counted]="waker-streak:K:flags: a consumed flag does not reach the streak"
+  [no-task-hot]="linux balancer: task_hot() never holds a task back"
+  [cas-no-overload-guard]="linux-cas: no thread-count or utilization guard (always toward the preferred LLC, never out of it)"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")
