@@ -1,5 +1,5 @@
 //! Behaviour pinned across refactors: the trace hash of every built-in
-//! scenario and every suite row, under `home`, `waker-streak` and `linux`, at two
+//! scenario and every suite row, under `home`, `waker-streak`, `linux` and `linux-cas`, at two
 //! seeds. A re-architecture must leave every hash as it was; a change to
 //! the model changes them once, in a commit that says so and regenerates
 //! the file with
@@ -18,7 +18,7 @@ use schedlab_scenarios::{catalog, rows, Params};
 use schedlab_sim::Sim;
 
 const SEEDS: [u64; 2] = [1, 2];
-const POLICIES: [&str; 3] = ["home", "waker-streak", "linux"];
+const POLICIES: [&str; 4] = ["home", "waker-streak", "linux", "linux-cas"];
 
 /// Short runs keep this test quick: the first 50 ms of each scenario (the
 /// whole of most) is where placement happens.
