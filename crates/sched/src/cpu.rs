@@ -591,6 +591,8 @@ impl<P: Policy> CpuSched<P> {
                 self.steal_cookie(sh, &mut fx);
             } else if sh.config().balance.newidle {
                 if sh.config().balance.kind.is_linux() {
+                    // Others read what this CPU has now: nothing.
+                    self.publish(sh);
                     self.linux_newidle(sh, now, &mut fx);
                 } else {
                     self.try_steal(sh, &mut fx);

@@ -15,10 +15,15 @@
 //!   balances, with `CPU_IDLE`, every idle CPU whose `next_balance` is due
 //!   (from the one after it, itself last), stopping when it gets work.
 //! * **Newly idle** (`sched_balance_newidle()`, from the pass that finds
-//!   nothing to run): skipped when `avg_idle` is under the migration cost
-//!   (500 µs) or no CPU has a task waiting; else each domain, bottom up,
-//!   while `avg_idle` covers the cost spent so far plus the domain's
-//!   (`max_newidle_lb_cost`); the first pull ends it.
+//!   nothing to run): skipped when no CPU has a task waiting
+//!   (`rd->overloaded`) or `avg_idle` is under the lowest domain's
+//!   `max_newidle_lb_cost` (the gate was the 500 µs migration cost before
+//!   Linux 5.16; 6.19 compares with the domain's cost, and so does this);
+//!   else each domain, bottom up, while `avg_idle` covers the cost spent so
+//!   far plus the domain's; the first pull ends it. `avg_idle` learns each
+//!   idle period (`update_avg()`, an eighth at a time, capped at twice
+//!   `max_idle_balance_cost`). 7.x's `NI_RANDOM` (skipping by the
+//!   domain's recent success rate) is not modelled.
 //!
 //! A balance pass decides from what the other CPUs published, then posts a
 //! [`Pull`] to the busiest CPU (a message and a kick: the model's stand-in
@@ -349,13 +354,14 @@ impl<P: Policy> CpuSched<P> {
     /// `sched_balance_newidle()`, from a pass with nothing to run.
     pub(crate) fn linux_newidle(&mut self, sh: &Shared<P::TaskState>, now: u64, fx: &mut Effects) {
         self.lb_own.idle_stamp = Some(now);
+        let n = sh.lb[self.id.index()].lock().n;
         if self.steal_pending
-            || self.lb_own.avg_idle < sh.config().balance.migration_cost_ns
+            || n == 0
+            || self.lb_own.avg_idle < newidle_cost(sh, self.id, 0)
             || !sh.overloaded()
         {
             return;
         }
-        let n = sh.lb[self.id.index()].lock().n;
         let mut planned = Planned::new();
         let mut curr_cost = 0;
         for i in 0..n {
