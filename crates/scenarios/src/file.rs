@@ -14,7 +14,7 @@
 //! placement = "waker-streak"     # any policy name: "home", "waker-streak:4", ...
 //! waker_run = 8                  # with waker-streak: its run
 //! spawn = "near"                 # or "rotate", "linux"
-//! balance = true
+//! balance = true                 # or false, "seed", "linux", "linux-cas" (true: the policy's own)
 //! protect_on_repick = true
 //!
 //! [cost]                         # any CostModel field; the rest default

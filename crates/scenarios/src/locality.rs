@@ -113,6 +113,24 @@ fn mask(b: &Builder, pl: Placement, g: usize, i: u64) -> (Option<CpuSet>, usize,
     }
 }
 
+/// A round trip's p50 and how many LLCs all the tasks end in, over a run
+/// as long as the programs take.
+fn rtt_figures(b: &mut Builder) {
+    b.run_ns(10_000_000_000);
+    b.figure(
+        "rtt_us",
+        Figure::LapP50Us {
+            metric: "rtt".into(),
+        },
+    );
+    b.figure(
+        "end_llcs",
+        Figure::EndLlcs {
+            prefix: String::new(),
+        },
+    );
+}
+
 /// Where the threads named `prefix*` end: how many LLCs, and the most in one.
 fn end_figures(b: &mut Builder, prefix: &str) {
     b.figure(
@@ -337,19 +355,7 @@ pub(crate) fn split_pairs(b: &mut Builder, p: &mut Params) -> Result<(), Scenari
         .start_in(far)
         .in_process("app");
     }
-    b.run_ns(10_000_000_000);
-    b.figure(
-        "rtt_us",
-        Figure::LapP50Us {
-            metric: "rtt".into(),
-        },
-    );
-    b.figure(
-        "end_llcs",
-        Figure::EndLlcs {
-            prefix: String::new(),
-        },
-    );
+    rtt_figures(b);
     refill_figures(b, vec![]);
     Ok(())
 }
@@ -395,19 +401,7 @@ pub(crate) fn server_clients(b: &mut Builder, p: &mut Params) -> Result<(), Scen
             .in_process("app");
         names.push(name);
     }
-    b.run_ns(10_000_000_000);
-    b.figure(
-        "rtt_us",
-        Figure::LapP50Us {
-            metric: "rtt".into(),
-        },
-    );
-    b.figure(
-        "end_llcs",
-        Figure::EndLlcs {
-            prefix: String::new(),
-        },
-    );
+    rtt_figures(b);
     b.figure(
         "server_moves",
         Figure::Moves {

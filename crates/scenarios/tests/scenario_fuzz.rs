@@ -156,9 +156,9 @@ fn case() -> impl Strategy<Value = Case> {
         (
             Just(topo),
             prop::collection::vec(task(n), 1..5),
-            prop::sample::select(vec!["home", "waker-streak", "waker-streak:2", "linux"]),
+            prop::sample::select(vec!["home", "waker-streak", "waker-streak:2", "linux", "linux-cas"]),
             prop::sample::select(vec!["near", "rotate", "linux"]),
-            any::<bool>(),
+            prop::sample::select(vec!["true", "false", "\"seed\"", "\"linux\"", "\"linux-cas\""]),
             (0u64..3000, 0u64..2000),
             prop::collection::vec(program(1), 2..3),
             1u64..max_ms.max(2),

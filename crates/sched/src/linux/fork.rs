@@ -267,15 +267,7 @@ pub fn find_dst_group(m: &Machine<'_>, sd: &Domain, mask: &CpuSet, this: CpuId) 
     let topo = m.topology();
     let mut local: Option<(GroupType, GroupStats, CpuSet)> = None;
     let mut idlest: Option<(GroupType, GroupStats, CpuSet)> = None;
-    let mut covered = CpuSet::new();
-    for c in sd.span.iter_from(this) {
-        if covered.contains(c) {
-            continue;
-        }
-        let group = sd
-            .child
-            .map_or(CpuSet::single(c), |l| topo.span(c, l) & sd.span);
-        covered = covered | group;
+    for group in super::lb::groups(topo, sd, this) {
         if !group.intersects(mask) {
             continue;
         }
