@@ -138,6 +138,19 @@ impl Code {
         out.into()
     }
 
+    /// The id of the program named `program`; one nobody defined is an
+    /// empty program under that name.
+    fn program_id(&mut self, program: &str) -> ProgId {
+        if let Some(&i) = self.program_ids.get(program) {
+            return ProgId(i);
+        }
+        let i = self.programs.len() as u32;
+        self.program_ids.insert(program.to_string(), i);
+        self.programs
+            .push((program.to_string(), Rc::from(Vec::new())));
+        ProgId(i)
+    }
+
     fn flatten(&mut self, ops: &[Op], o: &mut Objects, out: &mut Vec<Instr>) {
         for op in ops {
             let i = match op {
@@ -165,30 +178,13 @@ impl Code {
                     pipe: o.pipe(pipe),
                     bytes: *bytes,
                 },
-                Op::FutexWait { futex } => Instr::FutexWait(o.futex(futex)),
-                Op::FutexWake { futex, n } => Instr::FutexWake {
-                    futex: o.futex(futex),
-                    n: *n,
-                },
-                Op::CondWait { cond, lock } => Instr::CondWait {
-                    cond: o.cond(cond),
-                    lock: lock.as_ref().map(|l| o.lock(l)),
-                },
-                Op::CondSignal { cond } => Instr::CondSignal(o.cond(cond)),
-                Op::CondBroadcast { cond } => Instr::CondBroadcast(o.cond(cond)),
-                Op::Barrier { barrier, n } => Instr::Barrier {
-                    barrier: o.barrier(barrier),
-                    n: *n,
-                },
-                Op::Timer {
-                    timer,
-                    period,
-                    absolute,
-                } => Instr::Timer {
-                    timer: o.timer(timer),
-                    period: *period,
-                    absolute: *absolute,
-                },
+                Op::FutexWait { .. }
+                | Op::FutexWake { .. }
+                | Op::CondWait { .. }
+                | Op::CondSignal { .. }
+                | Op::CondBroadcast { .. }
+                | Op::Barrier { .. }
+                | Op::Timer { .. } => sync_instr(op, o),
                 Op::RunFor(ns) => Instr::RunFor(*ns),
                 Op::WakeLap { metric } => Instr::WakeLap(self.metric(metric)),
                 Op::Lock { lock } => Instr::Lock(o.lock(lock)),
@@ -200,16 +196,7 @@ impl Code {
                 },
                 Op::ExpSleep { mean } => Instr::ExpSleep { mean: *mean },
                 Op::Io(ns) => Instr::Io(*ns),
-                Op::Spawn { program } => match self.program_ids.get(program) {
-                    Some(&i) => Instr::Spawn(ProgId(i)),
-                    None => {
-                        // A program nobody defined: an empty one, named.
-                        let i = self.programs.len() as u32;
-                        self.program_ids.insert(program.clone(), i);
-                        self.programs.push((program.clone(), Rc::from(Vec::new())));
-                        Instr::Spawn(ProgId(i))
-                    }
-                },
+                Op::Spawn { program } => Instr::Spawn(self.program_id(program)),
                 Op::Join => Instr::Join,
                 Op::JoinAny => Instr::JoinAny,
                 Op::Exit => Instr::Exit,
@@ -224,5 +211,36 @@ impl Code {
             };
             out.push(i);
         }
+    }
+}
+
+/// The synchronization ops, their objects resolved to typed ids.
+fn sync_instr(op: &Op, o: &mut Objects) -> Instr {
+    match op {
+        Op::FutexWait { futex } => Instr::FutexWait(o.futex(futex)),
+        Op::FutexWake { futex, n } => Instr::FutexWake {
+            futex: o.futex(futex),
+            n: *n,
+        },
+        Op::CondWait { cond, lock } => Instr::CondWait {
+            cond: o.cond(cond),
+            lock: lock.as_ref().map(|l| o.lock(l)),
+        },
+        Op::CondSignal { cond } => Instr::CondSignal(o.cond(cond)),
+        Op::CondBroadcast { cond } => Instr::CondBroadcast(o.cond(cond)),
+        Op::Barrier { barrier, n } => Instr::Barrier {
+            barrier: o.barrier(barrier),
+            n: *n,
+        },
+        Op::Timer {
+            timer,
+            period,
+            absolute,
+        } => Instr::Timer {
+            timer: o.timer(timer),
+            period: *period,
+            absolute: *absolute,
+        },
+        _ => unreachable!("not a synchronization op"),
     }
 }

@@ -13,10 +13,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use rand::RngCore;
-use schedlab_sched::{Policy, TaskId, TaskSpec, TaskState};
+use schedlab_sched::{Policy, TaskId, TaskSpec};
 use schedlab_topology::{CpuId, Level};
 
-use super::code::{Instr, MetricId, ProgId};
+use super::code::{Instr, MetricId};
 use super::{Engine, Ev, SegKind};
 use crate::objects::{
     Arrival, BarrierId, CondId, FutexId, LockId, PipeId, PipeStep, PortId, TimerId,
@@ -154,7 +154,7 @@ impl Tasks {
 const STEP_LIMIT: usize = 10_000;
 
 impl<P: Policy> Engine<P> {
-    fn task(&mut self, task: TaskId) -> &mut SimTask {
+    pub(super) fn task(&mut self, task: TaskId) -> &mut SimTask {
         self.tasks.get_mut(&task).expect("a known task")
     }
 
@@ -217,7 +217,7 @@ impl<P: Policy> Engine<P> {
         });
     }
 
-    fn next_op(&mut self, task: TaskId) {
+    pub(super) fn next_op(&mut self, task: TaskId) {
         let st = self.task(task);
         st.pc += 1;
         st.op_started = false;
@@ -225,7 +225,7 @@ impl<P: Policy> Engine<P> {
     }
 
     /// Goes on to the next op: `true`, the program goes straight on.
-    fn done(&mut self, task: TaskId) -> bool {
+    pub(super) fn done(&mut self, task: TaskId) -> bool {
         self.next_op(task);
         true
     }
@@ -242,7 +242,13 @@ impl<P: Policy> Engine<P> {
 
     /// The syscall-first rule: the first time through, charge `ns` and
     /// come back to the op (at once when `ns` is 0); `true` once past it.
-    fn syscall_first(&mut self, cpu: CpuId, task: TaskId, ns: u64, op: Instr) -> Option<bool> {
+    pub(super) fn syscall_first(
+        &mut self,
+        cpu: CpuId,
+        task: TaskId,
+        ns: u64,
+        op: Instr,
+    ) -> Option<bool> {
         let st = self.task(task);
         if st.op_started {
             return None;
@@ -252,7 +258,7 @@ impl<P: Policy> Engine<P> {
     }
 
     /// Waits: the block path, then the scheduler's `block`.
-    fn wait(&mut self, cpu: CpuId, task: TaskId) -> bool {
+    pub(super) fn wait(&mut self, cpu: CpuId, task: TaskId) -> bool {
         self.task(task).waiting = Waiting::Op;
         self.start_seg(cpu, SegKind::BlockPath, task, self.cost.block_ns);
         false
@@ -266,21 +272,8 @@ impl<P: Policy> Engine<P> {
     fn op(&mut self, cpu: CpuId, task: TaskId, op: Instr) -> bool {
         match op {
             Instr::Run(ns) => self.op_run(cpu, task, ns),
-            Instr::LapStart(m) => {
-                let now = self.now;
-                self.task(task).lap(m, now);
-                self.done(task)
-            }
-            Instr::Lap(m) => {
-                let now = self.now;
-                if let Some(prev) = self.task(task).lap(m, now) {
-                    self.push_lap(m, now - prev);
-                }
-                self.done(task)
-            }
-            Instr::Count { metric, n } => {
-                *self.counts[metric.0 as usize].get_or_insert(0) += n;
-                self.done(task)
+            Instr::LapStart(_) | Instr::Lap(_) | Instr::Count { .. } | Instr::WakeLap(_) => {
+                self.op_metric(task, op)
             }
             Instr::Call { port, bytes } => self.op_call(cpu, task, op, port, bytes),
             Instr::Serve(port) => self.op_serve(cpu, task, port),
@@ -299,12 +292,6 @@ impl<P: Policy> Engine<P> {
                 absolute,
             } => self.op_timer(cpu, task, timer, period, absolute),
             Instr::RunFor(ns) => self.op_run_for(cpu, task, ns),
-            Instr::WakeLap(m) => {
-                if let Some(at) = self.task(task).woken_at {
-                    self.push_lap(m, self.now - at);
-                }
-                self.done(task)
-            }
             Instr::Lock(l) => {
                 if self.objects.locks[l.index()].acquire(task) {
                     self.done(task)
@@ -318,21 +305,8 @@ impl<P: Policy> Engine<P> {
                 }
                 self.done(task)
             }
-            Instr::RandomSleep { min, max } => {
-                if self.task(task).op_started {
-                    return self.done(task);
-                }
-                let span = max.saturating_sub(min) + 1;
-                let ns = min + self.prog_rng.next_u64() % span;
-                self.op_sleep(cpu, task, ns)
-            }
-            Instr::ExpSleep { mean } => {
-                if self.task(task).op_started {
-                    return self.done(task);
-                }
-                let u = ((self.prog_rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-                let ns = (-(u.ln()) * mean as f64) as u64 + 1;
-                self.op_sleep(cpu, task, ns)
+            Instr::RandomSleep { .. } | Instr::ExpSleep { .. } => {
+                self.op_random_sleep(cpu, task, op)
             }
             Instr::Leave => {
                 self.sched[cpu.index()].begin_leaving();
@@ -354,6 +328,51 @@ impl<P: Policy> Engine<P> {
             }
             Instr::LoopStart { .. } | Instr::LoopEnd { .. } => unreachable!("stepped, not run"),
         }
+    }
+
+    /// The metric ops: a lap's start, a lap, a count, a wake's latency.
+    fn op_metric(&mut self, task: TaskId, op: Instr) -> bool {
+        let now = self.now;
+        match op {
+            Instr::LapStart(m) => {
+                self.task(task).lap(m, now);
+            }
+            Instr::Lap(m) => {
+                if let Some(prev) = self.task(task).lap(m, now) {
+                    self.push_lap(m, now - prev);
+                }
+            }
+            Instr::Count { metric, n } => {
+                *self.counts[metric.0 as usize].get_or_insert(0) += n;
+            }
+            Instr::WakeLap(m) => {
+                if let Some(at) = self.task(task).woken_at {
+                    self.push_lap(m, now - at);
+                }
+            }
+            _ => unreachable!("not a metric op"),
+        }
+        self.done(task)
+    }
+
+    /// A sleep of a length drawn from the program stream: uniform in
+    /// `min..=max`, or exponential of mean `mean`.
+    fn op_random_sleep(&mut self, cpu: CpuId, task: TaskId, op: Instr) -> bool {
+        if self.task(task).op_started {
+            return self.done(task);
+        }
+        let ns = match op {
+            Instr::RandomSleep { min, max } => {
+                let span = max.saturating_sub(min) + 1;
+                min + self.prog_rng.next_u64() % span
+            }
+            Instr::ExpSleep { mean } => {
+                let u = ((self.prog_rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+                (-(u.ln()) * mean as f64) as u64 + 1
+            }
+            _ => unreachable!("not a random sleep"),
+        };
+        self.op_sleep(cpu, task, ns)
     }
 
     fn push_lap(&mut self, m: MetricId, ns: u64) {
@@ -618,93 +637,5 @@ impl<P: Policy> Engine<P> {
             self.push(at, Ev::DiskDone { task });
         }
         self.wait(cpu, task)
-    }
-
-    fn op_spawn(&mut self, cpu: CpuId, task: TaskId, op: Instr, prog: ProgId) -> bool {
-        if let Some(r) = self.syscall_first(cpu, task, self.cost.spawn_ns, op) {
-            return r;
-        }
-        let (pname, code) = self.code.programs[prog.0 as usize].clone();
-        let st = self.task(task);
-        let (spec, ws) = (st.spec, st.working_set);
-        // A thread its own program spawned again keeps its parent's name
-        // (numbered apart): recursion does not grow names.
-        let name =
-            if st.name.ends_with(&format!(".{pname}")) || st.name.contains(&format!(".{pname}#")) {
-                st.name.split('#').next().unwrap_or(&st.name).to_string()
-            } else {
-                format!("{}.{pname}", st.name)
-            };
-        let s = match self.sched[cpu.index()].spawn(&self.sh, spec, self.now) {
-            Ok(s) => s,
-            Err(_) => {
-                // The table is full: the run stops with a report.
-                self.halt = Some(StallCause::TaskTable {
-                    program: pname,
-                    max_tasks: self.max_tasks,
-                });
-                return false;
-            }
-        };
-        let (child, fx) = (s.task, s.effects);
-        let process = self.task(task).process;
-        self.add_task(child, &name, code, ws, spec);
-        self.task(child).process = process;
-        self.task(child).parent = Some(task);
-        self.task(task).children.push(child);
-        self.apply(cpu, fx);
-        self.done(task)
-    }
-
-    fn op_join(&mut self, cpu: CpuId, task: TaskId) -> bool {
-        let Some(&child) = self.task(task).children.first() else {
-            return self.done(task);
-        };
-        if self.sh.task_word(child).state == TaskState::Dead {
-            let st = self.task(task);
-            st.children.remove(0);
-            st.zombies.retain(|&z| z != child);
-            return self.done(task);
-        }
-        let fx = self.sched[cpu.index()].join(&self.sh, child, self.now, self.idle_depth);
-        self.apply_returning(cpu, task, fx)
-    }
-
-    fn op_join_any(&mut self, cpu: CpuId, task: TaskId) -> bool {
-        let st = self.task(task);
-        if let Some(z) = st.zombies.pop() {
-            st.children.retain(|&c| c != z);
-            return self.done(task);
-        }
-        if st.children.is_empty() {
-            return self.done(task);
-        }
-        self.wait(cpu, task)
-    }
-
-    pub(super) fn do_exit(&mut self, cpu: CpuId, task: TaskId) {
-        if let Some(st) = self.tasks.get_mut(&task) {
-            if st.exited {
-                return;
-            }
-            st.exited = true;
-            let name = st.name.clone();
-            self.rec.out.tasks.entry(name).or_default().exited_at = Some(self.now);
-        }
-        self.live -= 1;
-        // Its own data is freed: it no longer takes room in any LLC.
-        self.warmth.forget(task);
-        // Its parent hears of the exit (a `join_any` waits for that): as
-        // Linux's exit does, after the thread has begun leaving, so the wake
-        // names no waker.
-        let parent = self.tasks.get(&task).and_then(|t| t.parent);
-        if let Some(p) = parent.filter(|p| self.tasks.get(p).is_some_and(|t| !t.exited)) {
-            self.sched[cpu.index()].begin_leaving();
-            self.task(p).zombies.push(task);
-            self.wake(cpu, p);
-        }
-        let fx = self.sched[cpu.index()].exit(&self.sh, self.now, self.idle_depth);
-        self.hw[cpu.index()].current = None;
-        self.apply(cpu, fx);
     }
 }

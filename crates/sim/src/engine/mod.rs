@@ -59,7 +59,6 @@
 //!   wake in that window is a flag and the park returns at once.
 
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -78,13 +77,14 @@ use crate::policy::PolicyRef;
 use crate::program::Op;
 
 mod code;
+mod family;
 mod interp;
 mod machine;
 mod stall;
 mod warmth;
 
-use code::{Code, Instr};
-use interp::{SimTask, Tasks};
+use code::Code;
+use interp::Tasks;
 use machine::{HwCpu, SegKind};
 
 /// A task the simulation starts with.
@@ -327,68 +327,6 @@ impl<P: Policy> Engine<P> {
         sim.laps.resize(m, None);
         sim.counts.resize(m, None);
         sim
-    }
-
-    /// Starts a task on its start CPU, then widens its mask to its own.
-    fn start_task(&mut self, def: &TaskDef) {
-        let c = def.start_cpu;
-        let process = if def.process.is_empty() {
-            &def.name
-        } else {
-            &def.process
-        };
-        let pid = self.process_id(process);
-        let mut spec = def.spec;
-        // The scheduler sees the process too (cache-aware scheduling's
-        // `p->mm`); threads it spawns inherit it with the spec.
-        spec.process = Some(pid);
-        let mask = spec.mask.unwrap_or(*self.sh.topology().cpus());
-        spec.mask = Some(CpuSet::single(c));
-        let s = self.sched[c.index()]
-            .spawn(&self.sh, spec, self.now)
-            .expect("start a task");
-        let (id, fx) = (s.task, s.effects);
-        self.apply(c, fx);
-        if mask != CpuSet::single(c) {
-            let fx = self.sched[c.index()].set_mask(&self.sh, id, mask, self.now);
-            self.apply(c, fx);
-        }
-        let code = self.code.compile(&def.program, &mut self.objects);
-        let mut real = spec;
-        real.mask = Some(mask);
-        self.add_task(id, &def.name, code, def.working_set, real);
-        self.tasks.get_mut(&id).expect("just added").process = pid;
-    }
-
-    /// The id of the process named `name`, made on first use.
-    fn process_id(&mut self, name: &str) -> u32 {
-        if let Some(i) = self.procs.iter().position(|(n, _)| n == name) {
-            return i as u32;
-        }
-        let shared = self.shared_of.get(name).copied().unwrap_or(0);
-        self.procs.push((name.to_string(), shared));
-        (self.procs.len() - 1) as u32
-    }
-
-    fn add_task(
-        &mut self,
-        id: TaskId,
-        name: &str,
-        code: Rc<[Instr]>,
-        working_set: u64,
-        spec: TaskSpec,
-    ) {
-        let k = self.names.entry(name.to_string()).or_insert(0);
-        let name = if *k == 0 {
-            name.to_string()
-        } else {
-            format!("{name}#{k}")
-        };
-        *self.names.get_mut(name.split('#').next().unwrap()).unwrap() += 1;
-        self.rec.out.task_names.insert(id.0, name.clone());
-        self.tasks
-            .insert(id, SimTask::new(name, code, working_set, spec));
-        self.live += 1;
     }
 
     /// Queues `ev` at `at`. Among events of one time the order key

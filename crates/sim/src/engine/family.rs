@@ -1,0 +1,165 @@
+//! Where tasks come from and go: the scenario's tasks started at boot (each
+//! in its process), a thread spawned by a program, waiting for a child to
+//! exit (one in order, or any), and exiting.
+
+use std::rc::Rc;
+
+use schedlab_sched::{Policy, TaskId, TaskSpec, TaskState};
+use schedlab_topology::{CpuId, CpuSet};
+
+use super::code::{Instr, ProgId};
+use super::interp::SimTask;
+use super::{Engine, TaskDef};
+use crate::outcome::StallCause;
+
+impl<P: Policy> Engine<P> {
+    /// Starts a task on its start CPU, then widens its mask to its own.
+    pub(super) fn start_task(&mut self, def: &TaskDef) {
+        let c = def.start_cpu;
+        let process = if def.process.is_empty() {
+            &def.name
+        } else {
+            &def.process
+        };
+        let pid = self.process_id(process);
+        let mut spec = def.spec;
+        // The scheduler sees the process too (cache-aware scheduling's
+        // `p->mm`); threads it spawns inherit it with the spec.
+        spec.process = Some(pid);
+        let mask = spec.mask.unwrap_or(*self.sh.topology().cpus());
+        spec.mask = Some(CpuSet::single(c));
+        let s = self.sched[c.index()]
+            .spawn(&self.sh, spec, self.now)
+            .expect("start a task");
+        let (id, fx) = (s.task, s.effects);
+        self.apply(c, fx);
+        if mask != CpuSet::single(c) {
+            let fx = self.sched[c.index()].set_mask(&self.sh, id, mask, self.now);
+            self.apply(c, fx);
+        }
+        let code = self.code.compile(&def.program, &mut self.objects);
+        let mut real = spec;
+        real.mask = Some(mask);
+        self.add_task(id, &def.name, code, def.working_set, real);
+        self.tasks.get_mut(&id).expect("just added").process = pid;
+    }
+
+    /// The id of the process named `name`, made on first use.
+    fn process_id(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.procs.iter().position(|(n, _)| n == name) {
+            return i as u32;
+        }
+        let shared = self.shared_of.get(name).copied().unwrap_or(0);
+        self.procs.push((name.to_string(), shared));
+        (self.procs.len() - 1) as u32
+    }
+
+    pub(super) fn add_task(
+        &mut self,
+        id: TaskId,
+        name: &str,
+        code: Rc<[Instr]>,
+        working_set: u64,
+        spec: TaskSpec,
+    ) {
+        let k = self.names.entry(name.to_string()).or_insert(0);
+        let name = if *k == 0 {
+            name.to_string()
+        } else {
+            format!("{name}#{k}")
+        };
+        *self.names.get_mut(name.split('#').next().unwrap()).unwrap() += 1;
+        self.rec.out.task_names.insert(id.0, name.clone());
+        self.tasks
+            .insert(id, SimTask::new(name, code, working_set, spec));
+        self.live += 1;
+    }
+
+    pub(super) fn op_spawn(&mut self, cpu: CpuId, task: TaskId, op: Instr, prog: ProgId) -> bool {
+        if let Some(r) = self.syscall_first(cpu, task, self.cost.spawn_ns, op) {
+            return r;
+        }
+        let (pname, code) = self.code.programs[prog.0 as usize].clone();
+        let st = self.task(task);
+        let (spec, ws) = (st.spec, st.working_set);
+        // A thread its own program spawned again keeps its parent's name
+        // (numbered apart): recursion does not grow names.
+        let name =
+            if st.name.ends_with(&format!(".{pname}")) || st.name.contains(&format!(".{pname}#")) {
+                st.name.split('#').next().unwrap_or(&st.name).to_string()
+            } else {
+                format!("{}.{pname}", st.name)
+            };
+        let s = match self.sched[cpu.index()].spawn(&self.sh, spec, self.now) {
+            Ok(s) => s,
+            Err(_) => {
+                // The table is full: the run stops with a report.
+                self.halt = Some(StallCause::TaskTable {
+                    program: pname,
+                    max_tasks: self.max_tasks,
+                });
+                return false;
+            }
+        };
+        let (child, fx) = (s.task, s.effects);
+        let process = self.task(task).process;
+        self.add_task(child, &name, code, ws, spec);
+        self.task(child).process = process;
+        self.task(child).parent = Some(task);
+        self.task(task).children.push(child);
+        self.apply(cpu, fx);
+        self.done(task)
+    }
+
+    pub(super) fn op_join(&mut self, cpu: CpuId, task: TaskId) -> bool {
+        let Some(&child) = self.task(task).children.first() else {
+            return self.done(task);
+        };
+        if self.sh.task_word(child).state == TaskState::Dead {
+            let st = self.task(task);
+            st.children.remove(0);
+            st.zombies.retain(|&z| z != child);
+            return self.done(task);
+        }
+        let fx = self.sched[cpu.index()].join(&self.sh, child, self.now, self.idle_depth);
+        self.apply_returning(cpu, task, fx)
+    }
+
+    pub(super) fn op_join_any(&mut self, cpu: CpuId, task: TaskId) -> bool {
+        let st = self.task(task);
+        if let Some(z) = st.zombies.pop() {
+            st.children.retain(|&c| c != z);
+            return self.done(task);
+        }
+        if st.children.is_empty() {
+            return self.done(task);
+        }
+        self.wait(cpu, task)
+    }
+
+    pub(super) fn do_exit(&mut self, cpu: CpuId, task: TaskId) {
+        if let Some(st) = self.tasks.get_mut(&task) {
+            if st.exited {
+                return;
+            }
+            st.exited = true;
+            let name = st.name.clone();
+            self.rec.out.tasks.entry(name).or_default().exited_at = Some(self.now);
+        }
+        self.live -= 1;
+        // Its own data is freed: it no longer takes room in any LLC.
+        self.warmth.forget(task);
+        // Its parent hears of the exit (a `join_any` waits for that): as
+        // Linux's exit does, after the thread has begun leaving, so the wake
+        // names no waker.
+        let parent = self.tasks.get(&task).and_then(|t| t.parent);
+        if let Some(p) = parent.filter(|p| self.tasks.get(p).is_some_and(|t| !t.exited)) {
+            self.sched[cpu.index()].begin_leaving();
+            self.task(p).zombies.push(task);
+            self.wake(cpu, p);
+        }
+        let fx = self.sched[cpu.index()].exit(&self.sh, self.now, self.idle_depth);
+        self.hw[cpu.index()].current = None;
+        self.apply(cpu, fx);
+    }
+}
