@@ -2,7 +2,7 @@
 //! are measured by. Each reads its own parameters and the common ones.
 
 use schedlab_sim::sched::{Balance, TaskSpec};
-use schedlab_sim::{Figure, Op, Within};
+use schedlab_sim::{Figure, MoveReason, Op, Within};
 use schedlab_topology::{CpuSet, Level, Topology, DEFAULT_PRESET};
 
 use crate::{rows, topology, Builder, Params, Scenario, ScenarioError};
@@ -501,7 +501,7 @@ fn indep_wakes(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
         "moves",
         Figure::Moves {
             tasks: vec!["task".into()],
-            reasons: vec!["waker_rule".into()],
+            reasons: vec![MoveReason::WakerRule],
             while_running: vec![],
         },
     );

@@ -232,6 +232,29 @@ fn a_same_at_figure_with_an_unknown_level_is_an_error() {
     );
 }
 
+#[test]
+fn a_moves_figure_with_an_unknown_reason_is_an_error_and_a_known_one_counts() {
+    let fig = |reason: &str| {
+        format!(
+            "{HEAD}[[task]]\nname = \"a\"\ncpu = 0\nprogram = [{{ run = 1000 }}]\n[[figure]]\nname = \"x\"\nkind = \"moves\"\nreasons = [\"{reason}\"]\n"
+        )
+    };
+    let Err(e) = file::load_str(&fig("anything"), Path::new("f.toml"), Params::default()) else {
+        panic!("reasons = [\"anything\"] must not load");
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("anything") && msg.contains("waker_rule") && msg.contains("policy"),
+        "expected an error naming the bad reason and the choices, got: {msg}"
+    );
+    for ok in ["waker_rule", "balance", "policy", "spawn"] {
+        assert!(
+            file::load_str(&fig(ok), Path::new("f.toml"), Params::default()).is_ok(),
+            "reasons = [{ok:?}] loads"
+        );
+    }
+}
+
 /// The accounting sums (DESIGN 9), asserted from the outcome so they hold
 /// in release too: per CPU, busy + idle is the run's length; the tasks'
 /// CPU time is the CPUs' busy time. Scenarios with preemption, switches,

@@ -2,6 +2,7 @@
 //! The simulator knows no scenario; a scenario names its figures with these.
 
 use schedlab_sched::fair::weight_of;
+use schedlab_sched::PlaceReason;
 use schedlab_topology::Level;
 use serde::Deserialize;
 
@@ -26,6 +27,37 @@ impl Within {
     }
 }
 
+/// Why a task moved, as a figure names it: the scheduler's built-in
+/// reasons, and `policy` for any reason a policy names itself (Linux's
+/// wake path steps, a user's policy). An unknown name is an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveReason {
+    Home,
+    Forward,
+    WakerRule,
+    Affinity,
+    Steal,
+    Balance,
+    Spawn,
+    Policy,
+}
+
+impl MoveReason {
+    pub fn of(r: PlaceReason) -> MoveReason {
+        match r {
+            PlaceReason::Home => MoveReason::Home,
+            PlaceReason::Forward => MoveReason::Forward,
+            PlaceReason::WakerRule => MoveReason::WakerRule,
+            PlaceReason::Affinity => MoveReason::Affinity,
+            PlaceReason::Steal => MoveReason::Steal,
+            PlaceReason::Balance => MoveReason::Balance,
+            PlaceReason::Spawn => MoveReason::Spawn,
+            PlaceReason::Custom(_) => MoveReason::Policy,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case", tag = "kind")]
 pub enum Figure {
@@ -45,15 +77,14 @@ pub enum Figure {
         metric: String,
     },
     /// Moves (placements away from home) of the named tasks (all when
-    /// empty) for the given reasons (all when empty: waker_rule, forward,
-    /// steal, balance, spawn, affinity).
+    /// empty) for the given reasons (all when empty).
     /// With `while_running`, only the moves made before the first of
     /// those tasks exited.
     Moves {
         #[serde(default)]
         tasks: Vec<String>,
         #[serde(default)]
-        reasons: Vec<String>,
+        reasons: Vec<MoveReason>,
         #[serde(default)]
         while_running: Vec<String>,
     },
@@ -164,7 +195,7 @@ fn sum_over(o: &Outcome, tasks: &[String], f: impl Fn(&TaskOutcome) -> u64) -> f
 
 /// Moves of the tasks named (all when none) for the reasons named (all
 /// when none), made before the first of `while_running` exited.
-fn moves(o: &Outcome, tasks: &[String], reasons: &[String], while_running: &[String]) -> f64 {
+fn moves(o: &Outcome, tasks: &[String], reasons: &[MoveReason], while_running: &[String]) -> f64 {
     let until = while_running
         .iter()
         .filter_map(|n| o.tasks.get(n).and_then(|t| t.exited_at))
@@ -175,7 +206,7 @@ fn moves(o: &Outcome, tasks: &[String], reasons: &[String], while_running: &[Str
         .filter(|(n, _)| matches(tasks, n))
         .flat_map(|(_, t)| t.moved_at.iter())
         .filter(|(at, r)| {
-            *at < until && (reasons.is_empty() || reasons.iter().any(|x| x == r.name()))
+            *at < until && (reasons.is_empty() || reasons.contains(&MoveReason::of(*r)))
         })
         .count() as f64
 }

@@ -28,7 +28,7 @@ pub mod program;
 pub use cost::{ByLevel, CostModel, Lateness};
 pub use engine::{Engine, Outcome, SimSpec, TaskDef, TaskOutcome};
 pub use events::{Event, EventKind, PrevState};
-pub use figures::{Figure, Within};
+pub use figures::{Figure, MoveReason, Within};
 pub use outcome::{LlcOutcome, Stall, StallCause, Wait};
 pub use policy::{PolicyRef, Registry};
 pub use program::Op;
