@@ -239,6 +239,9 @@ mod tests {
             ("waker-streak:8", "waker-streak"),
             ("waker-streak:4", "waker-streak:4"),
             ("linux", "linux"),
+            ("linux-cas", "linux-cas"),
+            ("linux-cas:50:20", "linux-cas"),
+            ("linux-cas:30:10", "linux-cas:30:10"),
         ] {
             let p = r.resolve(given).unwrap_or_else(|e| panic!("{given}: {e}"));
             assert_eq!(p.name(), canonical, "{given} resolves to {canonical}");
@@ -249,9 +252,32 @@ mod tests {
             "linux:2",
             "waker-streak:0",
             "waker-streak:x",
+            "linux-cas:50",
+            "linux-cas:101:20",
             "",
         ] {
             assert!(r.resolve(bad).is_err(), "{bad:?} must be refused");
         }
+    }
+
+    /// Each Linux policy brings its balancer; `linux-cas:P:I` carries its
+    /// tunables into it, the others keep the upstream defaults.
+    #[test]
+    fn linux_policies_bring_their_balancers_with_their_tunables() {
+        let r = Registry::builtin();
+        let kind = |n: &str| r.resolve(n).unwrap().balance_rule();
+        assert_eq!(kind("home"), None);
+        assert_eq!(kind("linux"), Some(BalanceKind::Linux));
+        let Some(BalanceKind::LinuxCas(t)) = kind("linux-cas:30:10") else {
+            panic!("linux-cas brings the cache-aware balancer");
+        };
+        assert_eq!(
+            (t.overaggr_pct, t.imb_pct, t.epoch_ns),
+            (30, 10, 10_000_000)
+        );
+        let Some(BalanceKind::LinuxCas(d)) = kind("linux-cas") else {
+            panic!("linux-cas brings the cache-aware balancer");
+        };
+        assert_eq!(d, schedlab_sched::CasTunables::default());
     }
 }
