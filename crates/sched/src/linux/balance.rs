@@ -47,6 +47,13 @@
 //!   an estimate of reading one run queue's statistics.
 //! * SIS_UTIL's scan depth is not refreshed here: the `linux` wake path
 //!   computes it at each wake (see `linux`).
+//! * An idle CPU stops its tick at once (the simulator ticks only running
+//!   CPUs). Linux keeps the tick through an idle the governor predicts to
+//!   be short (`tick_nohz_idle_stop_tick()`); such a CPU balances itself
+//!   from its tick with `CPU_IDLE` and counts as busy in `nr_busy_cpus`,
+//!   so Linux kicks the idle balancer more often than this model does.
+//!   Figures that hinge on a kick (docs/FINDINGS.md) are a lower bound on
+//!   how often Linux's balance path acts.
 
 use alloc::vec::Vec;
 
