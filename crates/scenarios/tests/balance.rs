@@ -78,9 +78,10 @@ fn linux_balancer_spreads_a_crowded_llc() {
 
 /// A process of four workers sharing written data, worker i starting in
 /// LLC i of genoa-96 (twelve LLCs of 16 CPUs): cache-aware scheduling's
-/// balancer gathers them into one LLC (by active balancing toward the
-/// process's preferred LLC) when an idle balance gets to run; Linux without
-/// it never does. Over seeds 1..=10.
+/// balancer gathers them into one LLC, by active balances toward the
+/// process's preferred LLC from the idle CPUs there (whose ticks go on
+/// through the workers' short idles); Linux without it never does. Over
+/// seeds 1..=10.
 #[test]
 fn linux_cas_gathers_a_scattered_process_into_one_llc_on_genoa() {
     let p = ["placement=scattered", "workers=4", "items=2000"];
@@ -115,8 +116,8 @@ fn linux_cas_gathers_a_scattered_process_into_one_llc_on_genoa() {
         }
     }
     assert!(
-        gathered >= 4,
-        "linux-cas gathered the process into one LLC in {gathered} of 10 seeds: expected at least 4"
+        gathered >= 9,
+        "linux-cas gathered the process into one LLC in {gathered} of 10 seeds: expected at least 9"
     );
     assert!(
         active >= 3.0 * gathered as f64,

@@ -47,13 +47,15 @@
 //!   an estimate of reading one run queue's statistics.
 //! * SIS_UTIL's scan depth is not refreshed here: the `linux` wake path
 //!   computes it at each wake (see `linux`).
-//! * An idle CPU stops its tick at once (the simulator ticks only running
-//!   CPUs). Linux keeps the tick through an idle the governor predicts to
-//!   be short (`tick_nohz_idle_stop_tick()`); such a CPU balances itself
-//!   from its tick with `CPU_IDLE` and counts as busy in `nr_busy_cpus`,
-//!   so Linux kicks the idle balancer more often than this model does.
-//!   Figures that hinge on a kick (docs/FINDINGS.md) are a lower bound on
-//!   how often Linux's balance path acts.
+//! * **The idle tick.** Linux stops an idle CPU's tick only when the idle
+//!   governor predicts an idle longer than a tick (menu's `stop_tick`);
+//!   until then the CPU ticks, balances itself from its tick with
+//!   `CPU_IDLE` and counts as busy in `nr_busy_cpus`. Here the prediction
+//!   is the CPU's `avg_idle` against the tick: under one tick, the tick
+//!   goes on ([`CpuSched::keeps_idle_tick`]); else it stops and the CPU
+//!   joins the idle CPUs the idle load balancer serves. The governor's own
+//!   prediction (recent idle lengths, the next timer) is simplified to
+//!   that average.
 
 use alloc::vec::Vec;
 
@@ -103,6 +105,9 @@ pub struct LbCpu {
     pub llc_counts: Vec<u16>,
     /// Cache-aware: tasks here in their preferred LLC.
     pub nr_pref_llc_running: u32,
+    /// Idle with its tick stopped: in `nohz.idle_cpus_mask`, not counted in
+    /// `nr_busy_cpus`.
+    pub tick_stopped: bool,
 }
 
 impl LbCpu {
@@ -132,6 +137,7 @@ impl LbCpu {
             curr_proc: None,
             llc_counts: counts,
             nr_pref_llc_running: 0,
+            tick_stopped: true,
         }
     }
 }
@@ -226,18 +232,33 @@ fn cas_env<S: crate::policy::PolicyState>(sh: &Shared<S>, tun: CasTunables, dst:
 }
 
 impl<P: Policy> CpuSched<P> {
-    /// The tick's part: periodic balancing when due, then the idle
-    /// balancer's kick.
+    /// The tick's part (`sched_balance_trigger()`): periodic balancing when
+    /// due (`CPU_IDLE` on an idle CPU whose tick goes on), then, on a busy
+    /// CPU, the idle balancer's kick.
     pub(crate) fn linux_tick(&mut self, sh: &Shared<P::TaskState>, now: u64, fx: &mut Effects) {
+        let idle = self.rq.current.is_none() && self.queued() == 0;
         let due = now >= sh.lb[self.id.index()].lock().next_balance;
         if due {
             let mut planned = Planned::new();
-            self.balance_domains(sh, self.id, Idle::NotIdle, now, &mut planned, fx);
+            let kind = if idle { Idle::Idle } else { Idle::NotIdle };
+            self.balance_domains(sh, self.id, kind, now, &mut planned, fx);
+        }
+        if idle {
+            return; // `rq->idle_balance`: no kick from an idle CPU
         }
         self.nohz_balancer_kick(sh, now, fx);
         if let Some(tun) = sh.config().balance.kind.cas() {
             self.task_tick_cache(sh, tun, now);
         }
+    }
+
+    /// Whether this CPU, idle, keeps its tick: its recent idles
+    /// (`avg_idle`) are shorter than a tick, so the idle governor would
+    /// not stop it. Linux's balancer only; the seed's CPUs stop at once.
+    pub fn keeps_idle_tick(&self, sh: &Shared<P::TaskState>) -> bool {
+        sh.config().balance.kind.is_linux()
+            && sh.config().balance.periodic
+            && self.lb_own.avg_idle < sh.config().fair.tick_ns
     }
 
     /// `sched_balance_domains()` for `cpu` (this CPU, or an idle one the
@@ -408,14 +429,16 @@ impl<P: Policy> CpuSched<P> {
         }
         let topo = sh.topology();
         let m = sh.machine(self.id, now);
+        let stopped = |c: CpuId| sh.lb[c.index()].lock().tick_stopped;
         let idle = |c: CpuId| c != self.id && m.sleeping_unrung(c) && sh.load(c) == 0;
-        let Some(ilb) = topo.cpu_ids().find(|&c| idle(c)) else {
+        let Some(ilb) = topo.cpu_ids().find(|&c| idle(c) && stopped(c)) else {
             return;
         };
+        // `nr_busy_cpus`: the LLC's CPUs not idle with their tick stopped.
         let busy_in_llc = topo
             .llc_cpus(self.id)
             .iter()
-            .filter(|&c| !m.doorbell(c).asleep())
+            .filter(|&c| !(m.doorbell(c).asleep() && stopped(c)))
             .count();
         if sh.load(self.id) < 2 && busy_in_llc <= 1 {
             return;
@@ -444,7 +467,9 @@ impl<P: Policy> CpuSched<P> {
                 break; // this CPU got work: stop balancing for the others
             }
             let s = cpu_stat(sh, c, self.id, None, &planned);
-            if !s.idle {
+            // `nohz.idle_cpus_mask`: idle with the tick stopped (a CPU
+            // whose tick goes on balances itself).
+            if !s.idle || (c != self.id && !sh.lb[c.index()].lock().tick_stopped) {
                 continue;
             }
             if now >= sh.lb[c.index()].lock().next_balance {

@@ -462,8 +462,11 @@ impl<P: Policy> Engine<P> {
             Ev::Tick { cpu } => {
                 let h = &mut self.hw[cpu.index()];
                 h.tick_armed = false;
-                if h.current.is_none() {
-                    // Idle: no tick (the next switch to a task arms one).
+                let idle = h.current.is_none();
+                if idle && !self.sched[cpu.index()].keeps_idle_tick(&self.sh) {
+                    // Idle with its tick stopped (the next switch to a task
+                    // arms one); Linux's balancer keeps the tick through
+                    // short idles.
                     return;
                 }
                 self.record(|| format!("tick {cpu:?}"), event_word(3, cpu, 0));
