@@ -7,13 +7,15 @@
 //!   ([`lb::balance_interval_ns`]: `balance_interval` ms, times
 //!   `busy_factor` 16 less a jiffy on a busy CPU) has passed; stops going up
 //!   where [`lb::should_we_balance`] says another CPU of the group balances.
-//!   An idle CPU has no tick here (tickless idle), so:
+//!   An idle CPU whose tick goes on (see the idle tick below) balances so
+//!   too, with `CPU_IDLE`; one whose tick stopped is served by:
 //! * **Idle balancing on behalf of tickless CPUs** (`nohz_balancer_kick()`,
 //!   `kick_ilb()`, `_nohz_idle_balance()`): a busy CPU's tick, once a jiffy
 //!   at most (`nohz.next_balance`), when it runs two tasks or its LLC has
-//!   more than one busy CPU, posts a kick to the first idle CPU; that CPU
-//!   balances, with `CPU_IDLE`, every idle CPU whose `next_balance` is due
-//!   (from the one after it, itself last), stopping when it gets work.
+//!   more than one CPU not idle with its tick stopped (`nr_busy_cpus`),
+//!   posts a kick to the first tick-stopped idle CPU; that CPU balances,
+//!   with `CPU_IDLE`, every tick-stopped idle CPU whose `next_balance` is
+//!   due (from the one after it, itself last), stopping when it gets work.
 //! * **Newly idle** (`sched_balance_newidle()`, from the pass that finds
 //!   nothing to run): skipped when no CPU has a task waiting
 //!   (`rd->overloaded`) or `avg_idle` is under the lowest domain's
