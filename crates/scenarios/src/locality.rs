@@ -113,6 +113,33 @@ fn mask(b: &Builder, pl: Placement, g: usize, i: u64) -> (Option<CpuSet>, usize,
     }
 }
 
+/// `rounds` rounds of `work` ns of computing and a `sleep` ns sleep, each
+/// timed as the lap `round`.
+fn rounds_of(rounds: u64, work: u64, sleep: u64) -> Vec<Op> {
+    vec![repeat(
+        rounds,
+        vec![
+            Op::LapStart {
+                metric: "round".into(),
+            },
+            run(work),
+            Op::Sleep(sleep),
+            lap("round"),
+        ],
+    )]
+}
+
+/// A round's p50, over a run as long as the programs take.
+fn round_figure(b: &mut Builder) {
+    b.run_ns(10_000_000_000);
+    b.figure(
+        "round_us",
+        Figure::LapP50Us {
+            metric: "round".into(),
+        },
+    );
+}
+
 /// A round trip's p50 and how many LLCs all the tasks end in, over a run
 /// as long as the programs take.
 fn rtt_figures(b: &mut Builder) {
@@ -235,30 +262,14 @@ pub(crate) fn busy_process(b: &mut Builder, p: &mut Params) -> Result<(), Scenar
         )));
     }
     b.process("app", shared);
-    let body = vec![repeat(
-        rounds,
-        vec![
-            Op::LapStart {
-                metric: "round".into(),
-            },
-            run(work),
-            Op::Sleep(sleep),
-            lap("round"),
-        ],
-    )];
+    let body = rounds_of(rounds, work, sleep);
     for i in 0..threads {
         let (m, first, start) = mask(b, pl, 0, i);
         b.task(&format!("t{i}"), first, m, TaskSpec::fair(0), body.clone())
             .start_in(start)
             .in_process("app");
     }
-    b.run_ns(10_000_000_000);
-    b.figure(
-        "round_us",
-        Figure::LapP50Us {
-            metric: "round".into(),
-        },
-    );
+    round_figure(b);
     end_figures(b, "t");
     refill_figures(b, vec![]);
     Ok(())
@@ -277,17 +288,7 @@ pub(crate) fn llc_overflow(b: &mut Builder, p: &mut Params) -> Result<(), Scenar
             "llc_overflow: threads = {threads}: expected 1 to 500"
         )));
     }
-    let body = vec![repeat(
-        rounds,
-        vec![
-            Op::LapStart {
-                metric: "round".into(),
-            },
-            run(work),
-            Op::Sleep(sleep),
-            lap("round"),
-        ],
-    )];
+    let body = rounds_of(rounds, work, sleep);
     for (g, proc) in ["a", "b"].iter().enumerate() {
         b.process(proc, shared);
         for i in 0..threads {
@@ -303,13 +304,7 @@ pub(crate) fn llc_overflow(b: &mut Builder, p: &mut Params) -> Result<(), Scenar
             .in_process(proc);
         }
     }
-    b.run_ns(10_000_000_000);
-    b.figure(
-        "round_us",
-        Figure::LapP50Us {
-            metric: "round".into(),
-        },
-    );
+    round_figure(b);
     refill_figures(b, vec![]);
     Ok(())
 }
