@@ -117,7 +117,11 @@ impl<P: Policy> CpuSched<P> {
                 sched_seq: 0,
                 core_sched: sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
                 counters: Counters::default(),
-                lb_own: crate::linux::balance::LbOwn::new(sh.config().balance.migration_cost_ns),
+                lb_own: crate::linux::balance::LbOwn::new(
+                    sh.topology(),
+                    id,
+                    sh.config().balance.migration_cost_ns,
+                ),
             })
             .collect()
     }

@@ -145,7 +145,8 @@ pub struct Shared<S> {
     cores: Vec<Mutex<CoreState>>,
     /// Per CPU, the state Linux's balancer keeps for it (its domains'
     /// intervals and failures, which the idle load balancer updates on its
-    /// behalf as Linux's does; cache-aware occupancy and counts).
+    /// behalf as Linux's does; cache-aware occupancy and counts): Linux's
+    /// balancers only.
     pub(crate) lb: Vec<Mutex<crate::linux::balance::LbCpu>>,
     /// Per LLC (ordinal), its utilization and capacity as periodic
     /// balancing last recorded them (`sd_llc_shared->util_avg`,
@@ -198,10 +199,13 @@ impl<S: PolicyState> Shared<S> {
             next_task: AtomicU32::new(0),
             overloaded: (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             cores,
-            lb: topo
-                .cpu_ids()
-                .map(|c| Mutex::new(crate::linux::balance::LbCpu::new(&topo, c, &config)))
-                .collect(),
+            lb: if config.balance.kind.is_linux() {
+                topo.cpu_ids()
+                    .map(|c| Mutex::new(crate::linux::balance::LbCpu::new(&topo, c, &config)))
+                    .collect()
+            } else {
+                Vec::new()
+            },
             llc_stats: match config.balance.kind.cas() {
                 Some(_) => topo
                     .llcs()

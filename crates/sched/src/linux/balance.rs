@@ -164,14 +164,32 @@ pub struct LbOwn {
     pub idle_stamp: Option<u64>,
     /// The running task to push to a CPU at the next pick (the stopper).
     pub active_push: Option<(TaskId, CpuId)>,
+    /// Each domain's `max_newidle_lb_cost`, estimated ([`NEWIDLE_NS_PER_CPU`]
+    /// per CPU of its span), lowest first; fixed with the topology.
+    pub newidle_cost: [u64; 4],
+    /// How many domains the CPU has.
+    pub domains: usize,
 }
 
 impl LbOwn {
-    pub fn new(migration_cost: u64) -> LbOwn {
+    pub fn new(topo: &Topology, cpu: CpuId, migration_cost: u64) -> LbOwn {
+        let (doms, n) = domains(topo, cpu);
+        let mut newidle_cost = [0; 4];
+        for (c, d) in newidle_cost.iter_mut().zip(doms.iter().flatten()) {
+            *c = d.span.weight() as u64 * NEWIDLE_NS_PER_CPU;
+        }
         LbOwn {
             avg_idle: 2 * migration_cost,
+            newidle_cost,
+            domains: n,
             ..LbOwn::default()
         }
+    }
+
+    /// `rq->max_idle_balance_cost`: the domains' costs, at least the
+    /// migration cost.
+    fn max_idle_balance_cost(&self, migration_cost: u64) -> u64 {
+        self.newidle_cost.iter().sum::<u64>().max(migration_cost)
     }
 }
 
@@ -384,18 +402,13 @@ impl<P: Policy> CpuSched<P> {
     /// `sched_balance_newidle()`, from a pass with nothing to run.
     pub(crate) fn linux_newidle(&mut self, sh: &Shared<P::TaskState>, now: u64, fx: &mut Effects) {
         self.lb_own.idle_stamp = Some(now);
-        let n = sh.lb[self.id.index()].lock().n;
-        if self.steal_pending
-            || n == 0
-            || self.lb_own.avg_idle < newidle_cost(sh, self.id, 0)
-            || !sh.overloaded()
-        {
+        let (n, costs) = (self.lb_own.domains, self.lb_own.newidle_cost);
+        if self.steal_pending || n == 0 || self.lb_own.avg_idle < costs[0] || !sh.overloaded() {
             return;
         }
         let mut planned = Planned::new();
         let mut curr_cost = 0;
-        for i in 0..n {
-            let cost = newidle_cost(sh, self.id, i);
+        for (i, &cost) in costs.iter().enumerate().take(n) {
             if self.lb_own.avg_idle < curr_cost + cost {
                 break;
             }
@@ -415,9 +428,9 @@ impl<P: Policy> CpuSched<P> {
         let Some(stamp) = self.lb_own.idle_stamp.take() else {
             return;
         };
-        let n = sh.lb[self.id.index()].lock().n;
-        let cost: u64 = (0..n).map(|i| newidle_cost(sh, self.id, i)).sum();
-        let max = 2 * cost.max(sh.config().balance.migration_cost_ns);
+        let max = 2 * self
+            .lb_own
+            .max_idle_balance_cost(sh.config().balance.migration_cost_ns);
         let delta = now.saturating_sub(stamp) as i64;
         let a = &mut self.lb_own.avg_idle;
         *a = (*a as i64 + (delta - *a as i64) / 8).max(0) as u64;
@@ -875,10 +888,4 @@ impl<P: Policy> CpuSched<P> {
 struct Flags {
     all_pinned: bool,
     llc_pinned: bool,
-}
-
-/// `max_newidle_lb_cost` of `cpu`'s domain `i`, estimated.
-fn newidle_cost<S: crate::policy::PolicyState>(sh: &Shared<S>, cpu: CpuId, i: usize) -> u64 {
-    let l = sh.lb[cpu.index()].lock();
-    l.doms[i].map_or(0, |d| d.span.weight() as u64 * NEWIDLE_NS_PER_CPU)
 }
