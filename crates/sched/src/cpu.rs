@@ -426,7 +426,7 @@ impl<P: Policy> CpuSched<P> {
         // waits for this store, as Linux's waker waits for `p->on_cpu`).
         *slot.parked.lock() = Some(task);
         self.parked.insert(id);
-        fx.merge(self.pass(sh, now, idle));
+        self.pass_after(sh, now, idle, &mut fx);
         fx
     }
 
@@ -484,7 +484,7 @@ impl<P: Policy> CpuSched<P> {
         self.count_thread(sh, t.process, -1);
         sh.slot(task).park.set(TaskState::Running, TaskState::Dead);
         fx.trace.push(Trace::Exited { task });
-        fx.merge(self.pass(sh, now, idle));
+        self.pass_after(sh, now, idle, &mut fx);
         fx
     }
 
@@ -564,8 +564,34 @@ impl<P: Policy> CpuSched<P> {
 
     /// Drains the mailbox, fires deadlines, and picks (see the module doc).
     pub fn pass(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
-        self.rq.clock_to(now);
         let mut fx = Effects::default();
+        self.pass_into(sh, now, idle, &mut fx);
+        fx
+    }
+
+    /// A pass whose effects follow `fx`'s (as `fx.merge(self.pass(..))`,
+    /// without building and moving a second `Effects`).
+    fn pass_after(
+        &mut self,
+        sh: &Shared<P::TaskState>,
+        now: u64,
+        idle: IdleDepth,
+        fx: &mut Effects,
+    ) {
+        let (resched, timer) = (fx.resched, fx.timer);
+        self.pass_into(sh, now, idle, fx);
+        fx.resched |= resched;
+        fx.timer = fx.timer.or(timer);
+    }
+
+    fn pass_into(
+        &mut self,
+        sh: &Shared<P::TaskState>,
+        now: u64,
+        idle: IdleDepth,
+        fx: &mut Effects,
+    ) {
+        self.rq.clock_to(now);
         loop {
             sh.doorbell(self.id).answer();
             if sh.take_resched(self.id) {
@@ -575,14 +601,14 @@ impl<P: Policy> CpuSched<P> {
             let mut mail = core::mem::take(&mut self.mail);
             sh.swap_mail(self.id, &mut mail);
             for msg in mail.drain(..) {
-                self.handle(sh, msg, now, &mut fx);
+                self.handle(sh, msg, now, fx);
             }
             self.mail = mail;
-            self.fire_deadlines(sh, now, &mut fx);
+            self.fire_deadlines(sh, now, fx);
             if sh.has_mail(self.id) {
                 continue;
             }
-            if let Some(next) = self.schedule(sh, now, &mut fx) {
+            if let Some(next) = self.schedule(sh, now, fx) {
                 if sh.config().balance.kind.is_linux() {
                     self.linux_idle_ended(sh, now);
                 }
@@ -592,14 +618,14 @@ impl<P: Policy> CpuSched<P> {
             if self.queued() > 0 {
                 // Forced idle: the core runs another cookie than the work
                 // waiting here (`queue_core_balance()`).
-                self.steal_cookie(sh, &mut fx);
+                self.steal_cookie(sh, fx);
             } else if sh.config().balance.newidle {
                 if sh.config().balance.kind.is_linux() {
                     // Others read what this CPU has now: nothing.
                     self.publish(sh);
-                    self.linux_newidle(sh, now, &mut fx);
+                    self.linux_newidle(sh, now, fx);
                 } else {
-                    self.try_steal(sh, &mut fx);
+                    self.try_steal(sh, fx);
                 }
             }
             sh.doorbell(self.id).sleep(idle);
@@ -613,7 +639,6 @@ impl<P: Policy> CpuSched<P> {
         fx.resched = false;
         fx.timer = self.next_deadline();
         self.publish(sh);
-        fx
     }
 
     fn handle(

@@ -61,7 +61,15 @@ pub fn weight_of(nice: i8) -> u32 {
 
 /// `calc_delta_fair()`: wall ns to virtual ns at `weight`.
 pub fn calc_delta_fair(delta: u64, weight: u32) -> i64 {
-    ((delta as u128 * NICE_0_WEIGHT as u128) / weight as u128) as i64
+    // Linux skips the scaling at nice 0 (`if (unlikely(se->load.weight !=
+    // NICE_0_LOAD))`); here the same numbers, without a 128-bit division.
+    if weight == NICE_0_WEIGHT {
+        return delta as i64;
+    }
+    match delta.checked_mul(NICE_0_WEIGHT as u64) {
+        Some(p) => (p / weight as u64) as i64,
+        None => ((delta as u128 * NICE_0_WEIGHT as u128) / weight as u128) as i64,
+    }
 }
 
 /// The fair band's switches and lengths.
@@ -225,11 +233,18 @@ impl Avg {
         if self.weight == 0 {
             return self.base;
         }
-        let w = self.weight as i128;
-        let q = if self.sum < 0 {
-            (self.sum - (w - 1)) / w
-        } else {
-            self.sum / w
+        // The same floor in 64 bits when the sums fit (a 128-bit division
+        // is a library call).
+        let q = match (i64::try_from(self.sum), i64::try_from(self.weight)) {
+            (Ok(sum), Ok(w)) => sum.div_euclid(w) as i128,
+            _ => {
+                let w = self.weight as i128;
+                if self.sum < 0 {
+                    (self.sum - (w - 1)) / w
+                } else {
+                    self.sum / w
+                }
+            }
         };
         self.base + q as i64
     }
@@ -300,7 +315,11 @@ pub fn place_entity<'a>(
     let avg = Avg::of(others, zero_v);
     let mut lag = se.vlag as i128;
     if avg.weight > 0 {
-        lag = lag * (avg.weight + se.weight as u128) as i128 / avg.weight as i128;
+        let (w, wj) = (avg.weight, avg.weight + se.weight as u128);
+        lag = match (i64::try_from(lag), i64::try_from(wj), i64::try_from(w)) {
+            (Ok(l), Ok(wj), Ok(w)) if l.checked_mul(wj).is_some() => (l * wj / w) as i128,
+            _ => lag * wj as i128 / w as i128,
+        };
     }
     se.vruntime = avg.v() - lag as i64;
     let mut vslice = se.vslice();
@@ -406,5 +425,28 @@ mod tests {
         assert_eq!(FairConfig::for_cpus(1).base_slice_ns, 700_000);
         assert_eq!(FairConfig::for_cpus(4).base_slice_ns, 2_100_000);
         assert_eq!(FairConfig::for_cpus(16).base_slice_ns, 2_800_000);
+    }
+
+    proptest::proptest! {
+        /// The 64-bit fast paths give the 128-bit formulas' numbers,
+        /// including past 64 bits and below zero.
+        #[test]
+        fn the_fast_paths_agree_with_128_bit_arithmetic(
+            delta in proptest::prop_oneof![0u64..1 << 40, proptest::num::u64::ANY],
+            nice in -20i8..20,
+            sum in proptest::prop_oneof![-(1i128 << 70)..(1i128 << 70), -1000i128..1000],
+            weight in proptest::prop_oneof![1u128..1 << 20, 1u128..1 << 70],
+        ) {
+            let w = weight_of(nice);
+            let wide = ((delta as u128 * NICE_0_WEIGHT as u128) / w as u128) as i64;
+            proptest::prop_assert_eq!(calc_delta_fair(delta, w), wide);
+            let a = Avg { base: 7, sum, weight };
+            let q = if sum < 0 {
+                (sum - (weight as i128 - 1)) / weight as i128
+            } else {
+                sum / weight as i128
+            };
+            proptest::prop_assert_eq!(a.v(), 7 + q as i64);
+        }
     }
 }

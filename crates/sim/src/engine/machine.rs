@@ -78,8 +78,11 @@ pub(crate) fn smt_wall(work: u64, now: u64, busy_until: u64, slow: f64) -> u64 {
 /// time.
 pub(crate) fn work_left(seg: &Segment, now: u64) -> u64 {
     if seg.end > seg.start {
-        (seg.work as u128 * (seg.end - now.min(seg.end)) as u128 / (seg.end - seg.start) as u128)
-            as u64
+        let (left, wall) = (seg.end - now.min(seg.end), seg.end - seg.start);
+        match seg.work.checked_mul(left) {
+            Some(p) => p / wall,
+            None => (seg.work as u128 * left as u128 / wall as u128) as u64,
+        }
     } else {
         0
     }
