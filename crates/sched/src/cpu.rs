@@ -652,7 +652,7 @@ impl<P: Policy> CpuSched<P> {
             Msg::Wake { task, cause } => self.handle_wake(sh, task, cause, now, fx),
             Msg::Adopt { task, reason } => self.adopt(sh, task, reason, now, fx),
             Msg::StealRequest { thief, cookie } => self.give_to(sh, thief, cookie, now, fx),
-            Msg::Pull { pull } => self.handle_pull(sh, pull, now, fx),
+            Msg::Pull { pull } => self.handle_pull(sh, *pull, now, fx),
             Msg::NohzKick => self.nohz_idle_balance(sh, now, fx),
             Msg::Kill { .. } | Msg::Stop { .. } | Msg::Continue { .. } | Msg::SetMask { .. } => {
                 self.handle_lifecycle(sh, msg, now, fx)

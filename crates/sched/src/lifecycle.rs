@@ -65,7 +65,15 @@ impl<P: Policy> CpuSched<P> {
         now: u64,
     ) -> Effects {
         let mut fx = Effects::default();
-        self.send_to_owner(sh, Msg::SetMask { task: target, mask }, now, &mut fx);
+        self.send_to_owner(
+            sh,
+            Msg::SetMask {
+                task: target,
+                mask: alloc::boxed::Box::new(mask),
+            },
+            now,
+            &mut fx,
+        );
         fx
     }
 
@@ -143,7 +151,7 @@ impl<P: Policy> CpuSched<P> {
                 }
             }
             Msg::SetMask { task, mask } => {
-                let mask = mask & *sh.topology().cpus();
+                let mask = *mask & *sh.topology().cpus();
                 if mask.is_empty() {
                     return;
                 }

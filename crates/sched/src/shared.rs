@@ -44,7 +44,9 @@ pub(crate) enum Msg<S> {
     },
     SetMask {
         task: TaskId,
-        mask: CpuSet,
+        /// Boxed: a set is 128 bytes, and every message of a mailbox is
+        /// as large as its largest kind (rare, unlike wakes).
+        mask: alloc::boxed::Box<CpuSet>,
     },
     /// A newly idle CPU asks for a queued task; a CPU forced idle by core
     /// scheduling asks for one of the core's cookie.
@@ -55,7 +57,7 @@ pub(crate) enum Msg<S> {
     /// Linux's balancer: the busiest CPU found by a balance pass is asked
     /// to detach tasks for `pull.dst` (`detach_tasks()` on its own queue).
     Pull {
-        pull: crate::linux::balance::Pull,
+        pull: alloc::boxed::Box<crate::linux::balance::Pull>,
     },
     /// `kick_ilb()`: balance on behalf of the tickless idle CPUs.
     NohzKick,

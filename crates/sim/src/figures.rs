@@ -44,6 +44,18 @@ pub enum MoveReason {
 }
 
 impl MoveReason {
+    /// Every reason, in declaration order (`ALL[r as usize] == r`).
+    pub const ALL: [MoveReason; 8] = [
+        MoveReason::Home,
+        MoveReason::Forward,
+        MoveReason::WakerRule,
+        MoveReason::Affinity,
+        MoveReason::Steal,
+        MoveReason::Balance,
+        MoveReason::Spawn,
+        MoveReason::Policy,
+    ];
+
     pub fn of(r: PlaceReason) -> MoveReason {
         match r {
             PlaceReason::Home => MoveReason::Home,
@@ -205,9 +217,7 @@ fn moves(o: &Outcome, tasks: &[String], reasons: &[MoveReason], while_running: &
         .iter()
         .filter(|(n, _)| matches(tasks, n))
         .flat_map(|(_, t)| t.moved_at.iter())
-        .filter(|(at, r)| {
-            *at < until && (reasons.is_empty() || reasons.contains(&MoveReason::of(*r)))
-        })
+        .filter(|m| m.at() < until && (reasons.is_empty() || reasons.contains(&m.reason())))
         .count() as f64
 }
 

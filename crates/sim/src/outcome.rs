@@ -8,6 +8,7 @@ use schedlab_sched::{Delivery, Kick, KickKind, KickWhy, PlaceReason, TaskId, Tra
 use schedlab_topology::{CpuId, Topology};
 
 use crate::events::{Event, EventKind, PrevState};
+use crate::figures::MoveReason;
 
 /// What a run measured.
 #[derive(Clone, Debug, Default)]
@@ -144,8 +145,8 @@ impl std::fmt::Display for Stall {
 #[derive(Clone, Debug, Default)]
 pub struct TaskOutcome {
     pub migrations: u64,
-    /// When each move happened, and why.
-    pub moved_at: Vec<(u64, PlaceReason)>,
+    /// When each move happened, and why ([`Moved::at`], [`Moved::reason`]).
+    pub moved_at: Vec<Moved>,
     /// When the task exited.
     pub exited_at: Option<u64>,
     pub final_cpu: Option<CpuId>,
@@ -154,6 +155,29 @@ pub struct TaskOutcome {
     /// LLC where they were cold, and how many of its starts did.
     pub llc_refill_bytes: u64,
     pub cold_starts: u64,
+}
+
+/// A move: its time and its reason in one word (8 bytes a move, not 24:
+/// a long run of a busy machine records millions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moved(u64);
+
+impl Moved {
+    const TIME_BITS: u32 = 56;
+
+    pub fn new(at: u64, reason: MoveReason) -> Moved {
+        debug_assert!(at < 1 << Moved::TIME_BITS, "a move past 2^56 ns");
+        Moved((reason as u64) << Moved::TIME_BITS | (at & ((1 << Moved::TIME_BITS) - 1)))
+    }
+
+    /// When, ns.
+    pub fn at(self) -> u64 {
+        self.0 & ((1 << Moved::TIME_BITS) - 1)
+    }
+
+    pub fn reason(self) -> MoveReason {
+        MoveReason::ALL[(self.0 >> Moved::TIME_BITS) as usize]
+    }
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -290,7 +314,7 @@ impl Recorder {
             if reason != PlaceReason::Home && from != to {
                 if let Some(name) = name {
                     let o = self.out.tasks.entry(name.to_string()).or_default();
-                    o.moved_at.push((now, reason));
+                    o.moved_at.push(Moved::new(now, MoveReason::of(reason)));
                 }
             }
         }
@@ -402,5 +426,25 @@ impl Recorder {
         self.out.events = self.events;
         self.out.end_ns = end_ns;
         self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_move_keeps_its_time_and_reason_in_one_word() {
+        for r in MoveReason::ALL {
+            assert_eq!(
+                MoveReason::ALL[r as usize],
+                r,
+                "ALL is in declaration order"
+            );
+            for at in [0, 1, 123_456_789, (1 << 56) - 1] {
+                let m = Moved::new(at, r);
+                assert_eq!((m.at(), m.reason()), (at, r), "packed {at} {r:?}");
+            }
+        }
     }
 }

@@ -383,6 +383,7 @@ impl<P: Policy> CpuSched<P> {
             idle,
             attempt: env.attempt(),
         };
+        let pull = alloc::boxed::Box::new(pull);
         let k = sh.post(Some(self.id), busiest, Msg::Pull { pull });
         self.kick(k, fx);
         true

@@ -44,6 +44,18 @@ impl<P: Policy> Engine<P> {
         self.tasks.get_mut(&id).expect("just added").process = pid;
     }
 
+    /// `spec`'s index among the distinct specs, its process left out.
+    fn intern_spec(&mut self, mut spec: TaskSpec) -> u32 {
+        spec.process = None;
+        match self.specs.iter().position(|s| *s == spec) {
+            Some(i) => i as u32,
+            None => {
+                self.specs.push(spec);
+                (self.specs.len() - 1) as u32
+            }
+        }
+    }
+
     /// The id of the process named `name`, made on first use.
     fn process_id(&mut self, name: &str) -> u32 {
         if let Some(i) = self.procs.iter().position(|(n, _)| n == name) {
@@ -62,6 +74,7 @@ impl<P: Policy> Engine<P> {
         working_set: u64,
         spec: TaskSpec,
     ) {
+        let spec = self.intern_spec(spec);
         let k = self.names.entry(name.to_string()).or_insert(0);
         let name = if *k == 0 {
             name.to_string()
@@ -81,7 +94,7 @@ impl<P: Policy> Engine<P> {
         }
         let (pname, code) = self.code.programs[prog.0 as usize].clone();
         let st = self.task(task);
-        let (spec, ws) = (st.spec, st.working_set);
+        let (spec_id, process, ws) = (st.spec, st.process, st.working_set);
         // A thread its own program spawned again keeps its parent's name
         // (numbered apart): recursion does not grow names.
         let name =
@@ -90,6 +103,8 @@ impl<P: Policy> Engine<P> {
             } else {
                 format!("{}.{pname}", st.name)
             };
+        let mut spec = self.specs[spec_id as usize];
+        spec.process = Some(process);
         let s = match self.sched[cpu.index()].spawn(&self.sh, spec, self.now) {
             Ok(s) => s,
             Err(_) => {
@@ -102,7 +117,6 @@ impl<P: Policy> Engine<P> {
             }
         };
         let (child, fx) = (s.task, s.effects);
-        let process = self.task(task).process;
         self.add_task(child, &name, code, ws, spec);
         self.task(child).process = process;
         self.task(child).parent = Some(task);

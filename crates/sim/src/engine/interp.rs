@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use rand::RngCore;
-use schedlab_sched::{Policy, TaskId, TaskSpec};
+use schedlab_sched::{Policy, TaskId};
 use schedlab_topology::{CpuId, Level};
 
 use super::code::{Instr, MetricId};
@@ -53,7 +53,10 @@ pub(crate) struct SimTask {
     pub working_set: u64,
     /// Its process, by id (spawned threads join their parent's).
     pub process: u32,
-    pub spec: TaskSpec,
+    /// What it was created with, as an index into the engine's distinct
+    /// specs (`Engine::specs`: tasks share a few, and a spec is 176
+    /// bytes), its process left out (it is `process`).
+    pub spec: u32,
     pub children: Vec<TaskId>,
     /// The task that spawned it, told of its exit (`join_any`).
     pub parent: Option<TaskId>,
@@ -77,7 +80,7 @@ pub(crate) struct SimTask {
 }
 
 impl SimTask {
-    pub fn new(name: String, code: Rc<[Instr]>, working_set: u64, spec: TaskSpec) -> SimTask {
+    pub fn new(name: String, code: Rc<[Instr]>, working_set: u64, spec: u32) -> SimTask {
         SimTask {
             name,
             code,
@@ -126,6 +129,12 @@ impl SimTask {
 pub(crate) struct Tasks(Vec<Option<SimTask>>);
 
 impl Tasks {
+    /// Room for `n` tasks (the ones a run starts with), so the table is
+    /// not grown by doubling past them.
+    pub fn with_capacity(n: usize) -> Tasks {
+        Tasks(Vec::with_capacity(n))
+    }
+
     pub fn get(&self, id: &TaskId) -> Option<&SimTask> {
         self.0.get(id.index()).and_then(Option::as_ref)
     }

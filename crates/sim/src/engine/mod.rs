@@ -254,6 +254,8 @@ pub struct Engine<P: Policy> {
     halt: Option<StallCause>,
     max_tasks: usize,
     warmth: warmth::Warmth,
+    /// The distinct specs tasks were created with ([`SimTask::spec`]).
+    specs: Vec<TaskSpec>,
     /// Processes by id: name and shared bytes.
     procs: Vec<(String, u64)>,
     shared_of: BTreeMap<String, u64>,
@@ -277,7 +279,7 @@ impl<P: Policy> Engine<P> {
             core_last: vec![None; spec.topology.cores().len()],
             tick_phase: vec![0; n],
             siblings: machine::siblings(&spec.topology),
-            tasks: Tasks::default(),
+            tasks: Tasks::with_capacity(spec.tasks.len()),
             names: BTreeMap::new(),
             objects,
             code,
@@ -302,6 +304,7 @@ impl<P: Policy> Engine<P> {
             halt: None,
             max_tasks: spec.max_tasks,
             warmth: warmth::Warmth::new(&spec.topology),
+            specs: Vec::new(),
             procs: Vec::new(),
             shared_of: spec.processes.clone(),
         };
