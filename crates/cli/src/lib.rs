@@ -61,6 +61,7 @@ pub(crate) fn emit(text: &str, newline: bool) {
     }
 }
 
+pub mod perfetto;
 mod plot;
 mod pool;
 mod run;

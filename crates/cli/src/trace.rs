@@ -1,5 +1,6 @@
-//! `schedlab trace`: one run's event log as a Perfetto trace (protobuf,
-//! `perfetto_protos` + `protobuf`), or as JSON lines. Both are made from
+//! `schedlab trace`: one run's event log as a Perfetto trace (protobuf:
+//! the messages in [`crate::perfetto`], encoded by `prost`), or as JSON
+//! lines. Both are made from
 //! the simulator's one event log (`schedlab_sim::events`).
 //!
 //! What the `.pftrace` holds, so that ui.perfetto.dev ("Open trace file")
@@ -31,20 +32,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use clap::Args;
-use perfetto_protos::counter_descriptor::CounterDescriptor;
-use perfetto_protos::debug_annotation::DebugAnnotation;
-use perfetto_protos::ftrace_event::FtraceEvent;
-use perfetto_protos::ftrace_event_bundle::FtraceEventBundle;
-use perfetto_protos::ipi::IpiRaiseFtraceEvent;
-use perfetto_protos::process_descriptor::ProcessDescriptor;
-use perfetto_protos::process_tree::{process_tree, ProcessTree};
-use perfetto_protos::sched::{SchedSwitchFtraceEvent, SchedWakingFtraceEvent};
-use perfetto_protos::thread_descriptor::ThreadDescriptor;
-use perfetto_protos::trace::Trace;
-use perfetto_protos::trace_packet::{trace_packet, TracePacket};
-use perfetto_protos::track_descriptor::TrackDescriptor;
-use perfetto_protos::track_event::{track_event, TrackEvent};
-use protobuf::{Message, MessageField};
+use prost::Message;
+
+use crate::perfetto::{
+    CounterDescriptor, Data, DebugAnnotation, Ftrace, FtraceEvent, FtraceEventBundle,
+    IpiRaiseFtraceEvent, Process, ProcessDescriptor, ProcessTree, SchedSwitchFtraceEvent,
+    SchedWakingFtraceEvent, Thread, ThreadDescriptor, Trace, TracePacket, TrackDescriptor,
+    TrackEvent, Type, SEQ_INCREMENTAL_STATE_CLEARED,
+};
 use schedlab_sim::{Event, EventKind, Outcome, PrevState, Registry, Sim};
 
 use crate::run::{build, Common};
@@ -142,26 +137,36 @@ pub fn ipi_reason(resched: bool, idle: bool, target: usize) -> String {
     format!("{what} cpu{target}")
 }
 
-fn packet(ts: u64) -> TracePacket {
-    let mut p = TracePacket::new();
-    p.set_timestamp(ts);
-    p
+fn packet(ts: u64, data: Data) -> TracePacket {
+    TracePacket {
+        timestamp: Some(ts),
+        data: Some(data),
+        ..TracePacket::default()
+    }
 }
 
-fn track_packet(ts: u64, first: &mut bool) -> TracePacket {
-    let mut p = packet(ts);
-    p.set_trusted_packet_sequence_id(SEQ);
-    if std::mem::take(first) {
-        p.set_sequence_flags(trace_packet::SequenceFlags::SEQ_INCREMENTAL_STATE_CLEARED as u32);
+fn track_packet(ts: u64, data: Data, first: &mut bool) -> TracePacket {
+    TracePacket {
+        trusted_packet_sequence_id: Some(SEQ),
+        sequence_flags: std::mem::take(first).then_some(SEQ_INCREMENTAL_STATE_CLEARED),
+        ..packet(ts, data)
     }
-    p
 }
 
 fn annotation(name: &str, v: i64) -> DebugAnnotation {
-    let mut d = DebugAnnotation::new();
-    d.set_name(name.into());
-    d.set_int_value(v);
-    d
+    DebugAnnotation {
+        name: Some(name.into()),
+        int_value: Some(v),
+    }
+}
+
+/// A track event of `kind` on `track`.
+fn track_event(kind: Type, track: u64) -> TrackEvent {
+    TrackEvent {
+        r#type: Some(kind as i32),
+        track_uuid: Some(track),
+        ..TrackEvent::default()
+    }
 }
 
 /// The trace of `events` (a run of `scenario` whose outcome is `o`).
@@ -174,64 +179,67 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
             .unwrap_or_else(|| format!("task{}", t.0)),
         None => "swapper".to_string(),
     };
-    let mut trace = Trace::new();
+    let mut trace = Trace::default();
     let mut first = true;
 
     // Who is who: the process tree, and track descriptors.
-    let mut tree = ProcessTree::new();
-    let mut proc_ = process_tree::Process::new();
-    proc_.set_pid(PROCESS_PID);
-    proc_.cmdline.push(scenario.to_string());
-    tree.processes.push(proc_);
-    for (&id, name) in &o.task_names {
-        let mut t = process_tree::Thread::new();
-        t.set_tid(id as i32 + 1);
-        t.set_tgid(PROCESS_PID);
-        t.set_name(name.clone());
-        tree.threads.push(t);
-    }
-    let mut p = packet(0);
-    p.set_process_tree(tree);
-    trace.packet.push(p);
+    let tree = ProcessTree {
+        processes: vec![Process {
+            pid: Some(PROCESS_PID),
+            cmdline: vec![scenario.to_string()],
+        }],
+        threads: o
+            .task_names
+            .iter()
+            .map(|(&id, name)| Thread {
+                tid: Some(id as i32 + 1),
+                tgid: Some(PROCESS_PID),
+                name: Some(name.clone()),
+            })
+            .collect(),
+    };
+    trace.packet.push(packet(0, Data::ProcessTree(tree)));
 
     let process_uuid = 1u64;
     let thread_uuid = |id: u32| 1_000 + id as u64;
     let runq_uuid = |cpu: usize| 1_000_000 + cpu as u64;
     let streak_uuid = |id: u32| 2_000_000 + id as u64;
     let llc_uuid = |l: usize| 3_000_000 + l as u64;
-    let mut td = TrackDescriptor::new();
-    td.set_uuid(process_uuid);
-    let mut pd = ProcessDescriptor::new();
-    pd.set_pid(PROCESS_PID);
-    pd.set_process_name(scenario.to_string());
-    td.process = MessageField::some(pd);
-    let mut p = track_packet(0, &mut first);
-    p.set_track_descriptor(td);
-    trace.packet.push(p);
+    let td = TrackDescriptor {
+        uuid: Some(process_uuid),
+        process: Some(ProcessDescriptor {
+            pid: Some(PROCESS_PID),
+            process_name: Some(scenario.to_string()),
+        }),
+        ..TrackDescriptor::default()
+    };
+    trace
+        .packet
+        .push(track_packet(0, Data::TrackDescriptor(td), &mut first));
     for (&id, name) in &o.task_names {
-        let mut td = TrackDescriptor::new();
-        td.set_uuid(thread_uuid(id));
-        td.set_parent_uuid(process_uuid);
-        let mut th = ThreadDescriptor::new();
-        th.set_pid(PROCESS_PID);
-        th.set_tid(id as i32 + 1);
-        th.set_thread_name(name.clone());
-        td.thread = MessageField::some(th);
-        let mut p = track_packet(0, &mut first);
-        p.set_track_descriptor(td);
-        trace.packet.push(p);
+        let td = TrackDescriptor {
+            uuid: Some(thread_uuid(id)),
+            parent_uuid: Some(process_uuid),
+            thread: Some(ThreadDescriptor {
+                pid: Some(PROCESS_PID),
+                tid: Some(id as i32 + 1),
+                thread_name: Some(name.clone()),
+            }),
+            ..TrackDescriptor::default()
+        };
+        trace
+            .packet
+            .push(track_packet(0, Data::TrackDescriptor(td), &mut first));
     }
     let counter = |uuid: u64, name: String, parent: Option<u64>, first: &mut bool| {
-        let mut td = TrackDescriptor::new();
-        td.set_uuid(uuid);
-        td.set_name(name);
-        if let Some(p) = parent {
-            td.set_parent_uuid(p);
-        }
-        td.counter = MessageField::some(CounterDescriptor::new());
-        let mut p = track_packet(0, first);
-        p.set_track_descriptor(td);
-        p
+        let td = TrackDescriptor {
+            uuid: Some(uuid),
+            name: Some(name),
+            parent_uuid: parent,
+            counter: Some(CounterDescriptor {}),
+            ..TrackDescriptor::default()
+        };
+        track_packet(0, Data::TrackDescriptor(td), first)
     };
     let ncpus = o.topology.as_ref().map_or(0, |t| t.num_cpus());
     for cpu in 0..ncpus {
@@ -271,25 +279,27 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
     // ftrace: one bundle per CPU, its events in time order.
     let mut per_cpu: BTreeMap<usize, Vec<FtraceEvent>> = BTreeMap::new();
     for e in events {
-        let (cpu, ev) = match &e.kind {
+        let (cpu, pid_, ev) = match &e.kind {
             EventKind::Switch {
                 cpu,
                 prev,
                 prev_state,
                 next,
             } => {
-                let mut sw = SchedSwitchFtraceEvent::new();
-                sw.set_prev_comm(comm(*prev));
-                sw.set_prev_pid(pid(*prev));
-                sw.set_prev_prio(PRIO);
-                sw.set_prev_state(prev_state_bits(*prev_state));
-                sw.set_next_comm(comm(*next));
-                sw.set_next_pid(pid(*next));
-                sw.set_next_prio(PRIO);
-                let mut fe = FtraceEvent::new();
-                fe.set_pid(pid(*prev) as u32);
-                fe.set_sched_switch(sw);
-                (cpu.index(), fe)
+                let sw = SchedSwitchFtraceEvent {
+                    prev_comm: Some(comm(*prev)),
+                    prev_pid: Some(pid(*prev)),
+                    prev_prio: Some(PRIO),
+                    prev_state: Some(prev_state_bits(*prev_state)),
+                    next_comm: Some(comm(*next)),
+                    next_pid: Some(pid(*next)),
+                    next_prio: Some(PRIO),
+                };
+                (
+                    cpu.index(),
+                    Some(pid(*prev) as u32),
+                    Ftrace::SchedSwitch(sw),
+                )
             }
             EventKind::Kick {
                 cpu,
@@ -297,13 +307,12 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
                 resched,
                 idle,
             } => {
-                let mut ipi = IpiRaiseFtraceEvent::new();
                 let t = target.index();
-                ipi.set_target_cpus(if t < 32 { 1u32 << t } else { 0 });
-                ipi.set_reason(ipi_reason(*resched, *idle, t));
-                let mut fe = FtraceEvent::new();
-                fe.set_ipi_raise(ipi);
-                (cpu.index(), fe)
+                let ipi = IpiRaiseFtraceEvent {
+                    target_cpus: Some(if t < 32 { 1u32 << t } else { 0 }),
+                    reason: Some(ipi_reason(*resched, *idle, t)),
+                };
+                (cpu.index(), None, Ftrace::IpiRaise(ipi))
             }
             EventKind::Waking {
                 cpu,
@@ -312,32 +321,38 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
                 target,
                 ..
             } => {
-                let mut w = SchedWakingFtraceEvent::new();
-                w.set_comm(comm(Some(*task)));
-                w.set_pid(pid(Some(*task)));
-                w.set_prio(PRIO);
-                w.set_success(1);
-                w.set_target_cpu(target.index() as i32);
-                let mut fe = FtraceEvent::new();
+                let w = SchedWakingFtraceEvent {
+                    comm: Some(comm(Some(*task))),
+                    pid: Some(pid(Some(*task))),
+                    prio: Some(PRIO),
+                    success: Some(1),
+                    target_cpu: Some(target.index() as i32),
+                };
                 // The thread running when the wake was posted: what the UI
                 // shows as "woken by" (0 for an interrupt, as in Linux).
-                fe.set_pid(pid(*waker) as u32);
-                fe.set_sched_waking(w);
-                (cpu.index(), fe)
+                (
+                    cpu.index(),
+                    Some(pid(*waker) as u32),
+                    Ftrace::SchedWaking(w),
+                )
             }
             _ => continue,
         };
-        let mut ev = ev;
-        ev.set_timestamp(e.at);
-        per_cpu.entry(cpu).or_default().push(ev);
+        per_cpu.entry(cpu).or_default().push(FtraceEvent {
+            timestamp: Some(e.at),
+            pid: pid_,
+            event: Some(ev),
+        });
     }
     for (cpu, evs) in per_cpu {
-        let mut b = FtraceEventBundle::new();
-        b.set_cpu(cpu as u32);
-        b.event = evs;
-        let mut p = TracePacket::new();
-        p.set_ftrace_events(b);
-        trace.packet.push(p);
+        let b = FtraceEventBundle {
+            cpu: Some(cpu as u32),
+            event: evs,
+        };
+        trace.packet.push(TracePacket {
+            data: Some(Data::FtraceEvents(b)),
+            ..TracePacket::default()
+        });
     }
 
     // Counters, instants, and a flow from each parked wake a thread posted
@@ -345,67 +360,64 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
     let mut flows: BTreeMap<u32, u64> = BTreeMap::new();
     let mut next_flow = 1u64;
     for e in events {
-        let mut te = TrackEvent::new();
-        match &e.kind {
+        let te = match &e.kind {
             EventKind::Waking {
                 task,
                 waker: Some(w),
                 parked: true,
                 ..
             } => {
-                te.set_type(track_event::Type::TYPE_INSTANT);
-                te.set_track_uuid(thread_uuid(w.0));
-                te.set_name(format!("wake {}", comm(Some(*task))));
-                te.flow_ids.push(next_flow);
+                let te = TrackEvent {
+                    name: Some(format!("wake {}", comm(Some(*task)))),
+                    flow_ids: vec![next_flow],
+                    ..track_event(Type::Instant, thread_uuid(w.0))
+                };
                 flows.insert(task.0, next_flow);
                 next_flow += 1;
+                te
             }
             EventKind::Switch { next: Some(t), .. } => {
                 let Some(id) = flows.remove(&t.0) else {
                     continue;
                 };
-                te.set_type(track_event::Type::TYPE_INSTANT);
-                te.set_track_uuid(thread_uuid(t.0));
-                te.set_name("run".to_string());
-                te.terminating_flow_ids.push(id);
+                TrackEvent {
+                    name: Some("run".to_string()),
+                    terminating_flow_ids: vec![id],
+                    ..track_event(Type::Instant, thread_uuid(t.0))
+                }
             }
-            EventKind::RunQueue { cpu, len } => {
-                te.set_type(track_event::Type::TYPE_COUNTER);
-                te.set_track_uuid(runq_uuid(cpu.index()));
-                te.set_counter_value(*len as i64);
-            }
-            EventKind::LlcWarm { llc, bytes } => {
-                te.set_type(track_event::Type::TYPE_COUNTER);
-                te.set_track_uuid(llc_uuid(*llc as usize));
-                te.set_counter_value(*bytes as i64);
-            }
-            EventKind::Streak { task, run, .. } => {
-                te.set_type(track_event::Type::TYPE_COUNTER);
-                te.set_track_uuid(streak_uuid(task.0));
-                te.set_counter_value(*run as i64);
-            }
+            EventKind::RunQueue { cpu, len } => TrackEvent {
+                counter_value: Some(*len as i64),
+                ..track_event(Type::Counter, runq_uuid(cpu.index()))
+            },
+            EventKind::LlcWarm { llc, bytes } => TrackEvent {
+                counter_value: Some(*bytes as i64),
+                ..track_event(Type::Counter, llc_uuid(*llc as usize))
+            },
+            EventKind::Streak { task, run, .. } => TrackEvent {
+                counter_value: Some(*run as i64),
+                ..track_event(Type::Counter, streak_uuid(task.0))
+            },
             EventKind::Place {
                 cpu,
                 task,
                 from,
                 to,
                 reason,
-            } => {
-                te.set_type(track_event::Type::TYPE_INSTANT);
-                te.set_track_uuid(thread_uuid(task.0));
-                te.set_name(format!("place {reason}"));
-                te.debug_annotations
-                    .push(annotation("decided_on_cpu", cpu.index() as i64));
-                te.debug_annotations
-                    .push(annotation("from_cpu", from.index() as i64));
-                te.debug_annotations
-                    .push(annotation("to_cpu", to.index() as i64));
-            }
+            } => TrackEvent {
+                name: Some(format!("place {reason}")),
+                debug_annotations: vec![
+                    annotation("decided_on_cpu", cpu.index() as i64),
+                    annotation("from_cpu", from.index() as i64),
+                    annotation("to_cpu", to.index() as i64),
+                ],
+                ..track_event(Type::Instant, thread_uuid(task.0))
+            },
             _ => continue,
-        }
-        let mut p = track_packet(e.at, &mut first);
-        p.set_track_event(te);
-        trace.packet.push(p);
+        };
+        trace
+            .packet
+            .push(track_packet(e.at, Data::TrackEvent(te), &mut first));
     }
-    trace.write_to_bytes().expect("a trace always encodes")
+    trace.encode_to_vec()
 }

@@ -1,5 +1,5 @@
-//! `schedlab trace` end to end: the `.pftrace` decodes (perfetto_protos)
-//! back to the simulator's own event log for the same run, event for
+//! `schedlab trace` end to end: the `.pftrace` decodes (`prost`, with the
+//! messages `schedlab::perfetto` declares) back to the simulator's own event log for the same run, event for
 //! event: every switch and waking per CPU, every run-queue sample, every
 //! placement instant, and the thread names.
 
@@ -8,9 +8,10 @@ use common::schedlab;
 
 use std::collections::BTreeMap;
 
-use perfetto_protos::trace::Trace;
-use perfetto_protos::track_event::track_event::Type;
-use protobuf::Message;
+use prost::Message;
+use schedlab::perfetto::{
+    Data, Ftrace, FtraceEventBundle, Trace, TracePacket, TrackDescriptor, TrackEvent, Type,
+};
 use schedlab_scenarios::{catalog, Params};
 use schedlab_sim::{EventKind, Outcome, PrevState, Sim};
 
@@ -41,7 +42,28 @@ fn decode(args: &[&str]) -> Trace {
         "says how to open it: {out}"
     );
     let bytes = std::fs::read(&path).unwrap();
-    Trace::parse_from_bytes(&bytes).expect("a Perfetto trace that decodes")
+    Trace::decode(bytes.as_slice()).expect("a Perfetto trace that decodes")
+}
+
+fn bundle(p: &TracePacket) -> Option<&FtraceEventBundle> {
+    match &p.data {
+        Some(Data::FtraceEvents(b)) => Some(b),
+        _ => None,
+    }
+}
+
+fn track_event(p: &TracePacket) -> Option<&TrackEvent> {
+    match &p.data {
+        Some(Data::TrackEvent(e)) => Some(e),
+        _ => None,
+    }
+}
+
+fn descriptor(p: &TracePacket) -> Option<&TrackDescriptor> {
+    match &p.data {
+        Some(Data::TrackDescriptor(d)) => Some(d),
+        _ => None,
+    }
 }
 
 /// Per CPU, in order: (time, prev pid, next pid, prev state),
@@ -52,12 +74,13 @@ type Ipis = BTreeMap<u32, Vec<(u64, String)>>;
 
 fn ipis(t: &Trace) -> Ipis {
     let mut out = Ipis::new();
-    for p in t.packet.iter().filter(|p| p.has_ftrace_events()) {
-        let b = p.ftrace_events();
-        for e in b.event.iter().filter(|e| e.has_ipi_raise()) {
-            out.entry(b.cpu())
-                .or_default()
-                .push((e.timestamp(), e.ipi_raise().reason().to_string()));
+    for b in t.packet.iter().filter_map(bundle) {
+        for e in &b.event {
+            if let Some(Ftrace::IpiRaise(ipi)) = &e.event {
+                out.entry(b.cpu())
+                    .or_default()
+                    .push((e.timestamp(), ipi.reason().to_string()));
+            }
         }
     }
     out
@@ -65,25 +88,21 @@ fn ipis(t: &Trace) -> Ipis {
 
 fn ftrace(t: &Trace) -> (Switches, Wakings) {
     let (mut sw, mut wk) = (Switches::new(), Wakings::new());
-    for p in &t.packet {
-        if !p.has_ftrace_events() {
-            continue;
-        }
-        let b = p.ftrace_events();
+    for b in t.packet.iter().filter_map(bundle) {
         for e in &b.event {
-            if e.has_sched_switch() {
-                let s = e.sched_switch();
-                sw.entry(b.cpu()).or_default().push((
+            match &e.event {
+                Some(Ftrace::SchedSwitch(s)) => sw.entry(b.cpu()).or_default().push((
                     e.timestamp(),
                     s.prev_pid(),
                     s.next_pid(),
                     s.prev_state(),
-                ));
-            } else if e.has_sched_waking() {
-                let w = e.sched_waking();
-                wk.entry(b.cpu())
-                    .or_default()
-                    .push((e.timestamp(), w.pid(), w.target_cpu()));
+                )),
+                Some(Ftrace::SchedWaking(w)) => {
+                    wk.entry(b.cpu())
+                        .or_default()
+                        .push((e.timestamp(), w.pid(), w.target_cpu()))
+                }
+                _ => {}
             }
         }
     }
@@ -137,16 +156,12 @@ fn the_perfetto_trace_decodes_back_to_the_simulators_event_log() {
 
     // Track descriptors: names by uuid.
     let mut names: BTreeMap<u64, String> = BTreeMap::new();
-    for p in &t.packet {
-        if p.has_track_descriptor() {
-            let d = p.track_descriptor();
-            let n = if d.thread.is_some() {
-                d.thread.thread_name().to_string()
-            } else {
-                d.name().to_string()
-            };
-            names.insert(d.uuid(), n);
-        }
+    for d in t.packet.iter().filter_map(descriptor) {
+        let n = match &d.thread {
+            Some(th) => th.thread_name().to_string(),
+            None => d.name().to_string(),
+        };
+        names.insert(d.uuid(), n);
     }
     for (id, n) in &o.task_names {
         assert!(
@@ -157,18 +172,17 @@ fn the_perfetto_trace_decodes_back_to_the_simulators_event_log() {
     // Run-queue counters and placement instants, in order.
     let (mut runq, mut places) = (Vec::new(), Vec::new());
     for p in &t.packet {
-        if !p.has_track_event() {
+        let Some(e) = track_event(p) else {
             continue;
-        }
-        let e = p.track_event();
+        };
         let track = &names[&e.track_uuid()];
-        match e.type_() {
-            Type::TYPE_COUNTER if track.starts_with("runq cpu") => runq.push((
+        match e.r#type() {
+            Type::Counter if track.starts_with("runq cpu") => runq.push((
                 p.timestamp(),
                 track["runq cpu".len()..].parse::<usize>().unwrap(),
                 e.counter_value(),
             )),
-            Type::TYPE_INSTANT if e.name().starts_with("place ") => {
+            Type::Instant if e.name().starts_with("place ") => {
                 places.push((p.timestamp(), e.name().to_string()))
             }
             _ => {}
@@ -284,14 +298,11 @@ fn wakes_name_their_waker_and_flow_to_the_wakee() {
     let t = decode(&["split_pair"]);
     let o = sim_log("split_pair", 1);
     let mut wakings = 0;
-    for p in &t.packet {
-        if !p.has_ftrace_events() {
-            continue;
-        }
-        for e in &p.ftrace_events().event {
-            if e.has_sched_waking() {
+    for b in t.packet.iter().filter_map(bundle) {
+        for e in &b.event {
+            if let Some(Ftrace::SchedWaking(w)) = &e.event {
                 wakings += 1;
-                let (woken, waker) = (e.sched_waking().pid(), e.pid() as i32);
+                let (woken, waker) = (w.pid(), e.pid() as i32);
                 assert!(
                     waker != 0 && waker != woken,
                     "a pair's wake is posted by the other thread: waker pid {waker}, woken {woken}"
@@ -301,11 +312,9 @@ fn wakes_name_their_waker_and_flow_to_the_wakee() {
     }
     assert!(wakings > 0, "the pair wakes each other");
     let (mut starts, mut ends) = (0, 0);
-    for p in &t.packet {
-        if p.has_track_event() {
-            starts += p.track_event().flow_ids.len();
-            ends += p.track_event().terminating_flow_ids.len();
-        }
+    for e in t.packet.iter().filter_map(track_event) {
+        starts += e.flow_ids.len();
+        ends += e.terminating_flow_ids.len();
     }
     let parked_by_threads = o
         .event_log
