@@ -164,6 +164,12 @@ impl ParkWord {
             .store(encode_owner(state as u64, owner), Ordering::Release);
     }
 
+    /// Whether the task was killed: one load and one bit (a host asks
+    /// before every step of a task's program).
+    pub fn killed(&self) -> bool {
+        self.0.load(Ordering::Acquire) & KILLED != 0
+    }
+
     pub fn load(&self) -> Word {
         decode(self.0.load(Ordering::Acquire))
     }

@@ -263,7 +263,7 @@ impl<S: PolicyState> Shared<S> {
     }
 
     pub fn is_killed(&self, task: TaskId) -> bool {
-        self.task_word(task).killed
+        self.tasks[task.index()].park.killed()
     }
 
     pub fn task_capacity(&self) -> usize {

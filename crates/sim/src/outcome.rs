@@ -249,6 +249,9 @@ pub(crate) struct Recorder {
     shown: Vec<Option<TaskId>>,
     /// Each CPU's run-queue length as the event log last showed it.
     runq: Vec<u32>,
+    /// Each task's moves by id, until [`Recorder::take_moves`] hands them
+    /// to its outcome (no name is looked up per move).
+    moves: Vec<Vec<Moved>>,
 }
 
 impl Recorder {
@@ -266,7 +269,16 @@ impl Recorder {
             keep_events,
             shown: vec![None; n],
             runq: vec![0; n],
+            moves: Vec::new(),
         }
+    }
+
+    /// The moves of `task`, in time order, taken out of the recorder.
+    pub fn take_moves(&mut self, task: TaskId) -> Vec<Moved> {
+        self.moves
+            .get_mut(task.index())
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     pub fn keeps_events(&self) -> bool {
@@ -294,28 +306,21 @@ impl Recorder {
         self.out.event_log.push(Event { at, kind });
     }
 
-    /// A scheduler trace from `cpu`. `name` is the task's, for its moves;
-    /// `owner` finds where a flagged task runs, for the event log.
-    pub fn trace(
-        &mut self,
-        now: u64,
-        cpu: CpuId,
-        t: &Trace,
-        name: Option<&str>,
-        owner: impl FnOnce(TaskId) -> CpuId,
-    ) {
+    /// A scheduler trace from `cpu`; `owner` finds where a flagged task
+    /// runs, for the event log.
+    pub fn trace(&mut self, now: u64, cpu: CpuId, t: &Trace, owner: impl FnOnce(TaskId) -> CpuId) {
         if let Trace::Place {
+            task,
             from,
             cpu: to,
             reason,
-            ..
         } = *t
         {
             if reason != PlaceReason::Home && from != to {
-                if let Some(name) = name {
-                    let o = self.out.tasks.entry(name.to_string()).or_default();
-                    o.moved_at.push(Moved::new(now, MoveReason::of(reason)));
+                if self.moves.len() <= task.index() {
+                    self.moves.resize_with(task.index() + 1, Vec::new);
                 }
+                self.moves[task.index()].push(Moved::new(now, MoveReason::of(reason)));
             }
         }
         let words = encode(cpu, t);

@@ -64,7 +64,6 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use schedlab_sched::{
     Config, CpuSched, Effects, KickKind, Park, Policy, Shared, Switch, TaskId, TaskSpec, TaskState,
-    Trace,
 };
 use schedlab_topology::{CpuId, CpuSet, Topology};
 
@@ -420,7 +419,9 @@ impl<P: Policy> Engine<P> {
             self.rec.out.counters.insert(name.to_string(), v);
         }
         for (id, t) in self.tasks.iter() {
+            let moved_at = self.rec.take_moves(id);
             let o = self.rec.out.tasks.entry(t.name.clone()).or_default();
+            o.moved_at = moved_at;
             o.migrations = t.migrations;
             o.cpu_ns = t.cpu_ns;
             o.llc_refill_bytes = t.llc_refill_bytes;
@@ -542,13 +543,9 @@ impl<P: Policy> Engine<P> {
     /// Carries out a scheduler decision for `cpu`.
     fn apply(&mut self, cpu: CpuId, fx: Effects) {
         for t in &fx.trace {
-            let name = match *t {
-                Trace::Place { task, .. } => self.tasks.get(&task).map(|st| st.name.as_str()),
-                _ => None,
-            };
             let sh = &self.sh;
             self.rec
-                .trace(self.now, cpu, t, name, |task| sh.task_word(task).owner);
+                .trace(self.now, cpu, t, |task| sh.task_word(task).owner);
         }
         for k in &fx.kicks {
             self.rec.kick(self.now, cpu, k);
