@@ -201,6 +201,17 @@ impl Ord for Queued {
     }
 }
 
+/// `Engine::next`'s mark for "no event": no event is queued at the end of
+/// time with every order bit set.
+const NONE_WHEN: u128 = u128::MAX;
+
+impl Queued {
+    const NONE: Queued = Queued {
+        when: NONE_WHEN,
+        ev: Ev::Tick { cpu: CpuId::new(0) },
+    };
+}
+
 /// Bits of an event's order key that count insertions (2^40 events).
 const SEQ_BITS: u32 = 40;
 
@@ -230,7 +241,9 @@ pub struct Engine<P: Policy> {
     /// of the heap: most events are pushed just before they are popped,
     /// and those never pay the heap's push and pop. Pops take the earlier
     /// of it and the heap's top, so the order is the heap's alone.
-    next: Option<Queued>,
+    /// (`NONE_WHEN`: none waits there; not an `Option`, so a push or pop
+    /// moves one event, not an option of one.)
+    next: Queued,
     seq: u64,
     /// Tie-breaks among simultaneous events.
     rng: ChaCha8Rng,
@@ -285,7 +298,7 @@ impl<P: Policy> Engine<P> {
             laps: Vec::new(),
             counts: Vec::new(),
             queue: std::collections::BinaryHeap::new(),
-            next: None,
+            next: Queued::NONE,
             seq: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             prog_rng: stream(seed, 1),
@@ -352,24 +365,23 @@ impl<P: Policy> Engine<P> {
             when: (at as u128) << 64 | key as u128,
             ev,
         };
-        match self.next.take() {
-            None => self.next = Some(q),
-            Some(n) if q.when < n.when => {
-                self.queue.push(n);
-                self.next = Some(q);
-            }
-            Some(n) => {
-                self.queue.push(q);
-                self.next = Some(n);
-            }
+        if self.next.when == NONE_WHEN {
+            self.next = q;
+        } else if q.when < self.next.when {
+            let n = std::mem::replace(&mut self.next, q);
+            self.queue.push(n);
+        } else {
+            self.queue.push(q);
         }
     }
 
     /// The earliest event.
     fn pop(&mut self) -> Option<Queued> {
-        match &self.next {
-            Some(n) if self.queue.peek().is_none_or(|h| n.when < h.when) => self.next.take(),
-            _ => self.queue.pop(),
+        let n = self.next.when;
+        if n != NONE_WHEN && self.queue.peek().is_none_or(|h| n < h.when) {
+            Some(std::mem::replace(&mut self.next, Queued::NONE))
+        } else {
+            self.queue.pop()
         }
     }
 
