@@ -3,12 +3,11 @@
 //!
 //! ## Time and order
 //!
-//! Events are ordered by `(time, tie, seq)`: `tie` (24 bits) is drawn from
-//! the run's seeded RNG (so sweeping seeds explores the orderings of
+//! Events are ordered by `(time, tie, seq)` ([`queue`]): `tie` is drawn
+//! from the run's seeded RNG (so sweeping seeds explores the orderings of
 //! simultaneous events), or 0 in fixed-order mode; `seq` is insertion
-//! order. Nothing
-//! reads a wall clock; all maps are ordered. Several simulations may run in
-//! one process.
+//! order. Nothing reads a wall clock; all maps are ordered. Several
+//! simulations may run in one process.
 //!
 //! ## One host loop
 //!
@@ -79,12 +78,14 @@ mod code;
 mod family;
 mod interp;
 mod machine;
+mod queue;
 mod stall;
 mod warmth;
 
 use code::Code;
 use interp::Tasks;
 use machine::{HwCpu, SegKind};
+use queue::Queue;
 
 /// A task the simulation starts with.
 #[derive(Clone, Debug)]
@@ -171,50 +172,6 @@ fn stream(seed: u64, n: u64) -> ChaCha8Rng {
     r
 }
 
-/// A queued event: `when` is its time in the high 64 bits and its order
-/// key in the low ones, unique per event, so one comparison orders two
-/// events (earliest first: the heap is a max-heap, so the order is
-/// reversed).
-#[derive(Debug)]
-struct Queued {
-    when: u128,
-    ev: Ev,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Queued) -> bool {
-        self.when == other.when
-    }
-}
-
-impl Eq for Queued {}
-
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Queued) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Queued {
-    fn cmp(&self, other: &Queued) -> std::cmp::Ordering {
-        other.when.cmp(&self.when)
-    }
-}
-
-/// `Engine::next`'s mark for "no event": no event is queued at the end of
-/// time with every order bit set.
-const NONE_WHEN: u128 = u128::MAX;
-
-impl Queued {
-    const NONE: Queued = Queued {
-        when: NONE_WHEN,
-        ev: Ev::Tick { cpu: CpuId::new(0) },
-    };
-}
-
-/// Bits of an event's order key that count insertions (2^40 events).
-const SEQ_BITS: u32 = 40;
-
 /// One simulation of a machine whose CPUs run the policy `P`.
 pub struct Engine<P: Policy> {
     sh: Shared<P::TaskState>,
@@ -234,19 +191,8 @@ pub struct Engine<P: Policy> {
     /// Laps and counts by metric id (`None`: none recorded).
     laps: Vec<Option<Vec<u64>>>,
     counts: Vec<Option<u64>>,
-    /// Events by (time, order key): see [`Engine::push`]. (A 4-ary heap
-    /// measured no faster on either bench case, a radix heap slower.)
-    queue: std::collections::BinaryHeap<Queued>,
-    /// The earliest event pushed since the last pop that took it, kept out
-    /// of the heap: most events are pushed just before they are popped,
-    /// and those never pay the heap's push and pop. Pops take the earlier
-    /// of it and the heap's top, so the order is the heap's alone.
-    /// (`NONE_WHEN`: none waits there; not an `Option`, so a push or pop
-    /// moves one event, not an option of one.)
-    next: Queued,
-    seq: u64,
-    /// Tie-breaks among simultaneous events.
-    rng: ChaCha8Rng,
+    /// Pending events, earliest first.
+    queue: Queue,
     /// Programs' own randomness (`RandomSleep`): a second stream of the
     /// same seed, so a program's draws do not shift the tie-breaks.
     prog_rng: ChaCha8Rng,
@@ -259,7 +205,6 @@ pub struct Engine<P: Policy> {
     disk_irq_cpu: CpuId,
     pipe_capacity: u64,
     check: bool,
-    fixed_order: bool,
     rec: Recorder,
     live: usize,
     /// Set when the run cannot go on (the watchdog, a full task table).
@@ -297,10 +242,7 @@ impl<P: Policy> Engine<P> {
             code,
             laps: Vec::new(),
             counts: Vec::new(),
-            queue: std::collections::BinaryHeap::new(),
-            next: Queued::NONE,
-            seq: 0,
-            rng: ChaCha8Rng::seed_from_u64(seed),
+            queue: Queue::new((!spec.fixed_order).then(|| ChaCha8Rng::seed_from_u64(seed))),
             prog_rng: stream(seed, 1),
             hw_rng: stream(seed, 2),
             now: 0,
@@ -310,7 +252,6 @@ impl<P: Policy> Engine<P> {
             disk_irq_cpu: spec.disk_irq_cpu,
             pipe_capacity: spec.pipe_capacity,
             check: spec.check_invariants,
-            fixed_order: spec.fixed_order,
             rec: Recorder::new(seed, &spec.topology, spec.keep_log, spec.keep_events),
             live: 0,
             halt: None,
@@ -350,39 +291,9 @@ impl<P: Policy> Engine<P> {
         sim
     }
 
-    /// Queues `ev` at `at`. Among events of one time the order key
-    /// decides: its top 24 bits drawn from the run's RNG (0 in fixed-order
-    /// mode), its low 40 the insertion count, so no two keys are equal.
+    /// Queues `ev` at `at` ([`Queue::push`]).
     fn push(&mut self, at: u64, ev: Ev) {
-        let tie = if self.fixed_order {
-            0
-        } else {
-            self.rng.next_u32() as u64 >> 8
-        };
-        self.seq += 1;
-        let key = tie << SEQ_BITS | (self.seq & ((1 << SEQ_BITS) - 1));
-        let q = Queued {
-            when: (at as u128) << 64 | key as u128,
-            ev,
-        };
-        if self.next.when == NONE_WHEN {
-            self.next = q;
-        } else if q.when < self.next.when {
-            let n = std::mem::replace(&mut self.next, q);
-            self.queue.push(n);
-        } else {
-            self.queue.push(q);
-        }
-    }
-
-    /// The earliest event.
-    fn pop(&mut self) -> Option<Queued> {
-        let n = self.next.when;
-        if n != NONE_WHEN && self.queue.peek().is_none_or(|h| n < h.when) {
-            Some(std::mem::replace(&mut self.next, Queued::NONE))
-        } else {
-            self.queue.pop()
-        }
+        self.queue.push(at, ev);
     }
 
     fn record(&mut self, text: impl FnOnce() -> String, word: u64) {
@@ -392,8 +303,8 @@ impl<P: Policy> Engine<P> {
     /// Runs to the end; returns what it measured.
     pub fn run(mut self) -> Outcome {
         let mut drained = true;
-        while let Some(Queued { when, ev }) = self.pop() {
-            let at = (when >> 64) as u64;
+        while let Some(q) = self.queue.pop() {
+            let (at, ev) = (q.at(), q.ev);
             if at > self.run_ns || self.live == 0 || self.halt.is_some() {
                 drained = false;
                 break;
