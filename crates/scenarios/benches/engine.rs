@@ -4,6 +4,11 @@
 //! checks are off, as in a release `schedlab run`.
 //!
 //! `cargo bench -p schedlab-scenarios --bench engine`
+//!
+//! On a shared machine the absolute figures move by 2x from one sitting to
+//! the next: compare two builds by alternating their bench binaries in one
+//! sitting (`target/release/deps/engine-* --bench --sample-count 15`), and
+//! report the ratio of the medians.
 
 use divan::counter::ItemsCount;
 use divan::Bencher;
