@@ -19,7 +19,7 @@ impl TaskId {
 }
 
 /// Which band a task runs in.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub enum Band {
     /// Fixed priority 1..=99, higher first, FIFO within one (SCHED_FIFO);
     /// preempts all fair work.
@@ -28,8 +28,9 @@ pub enum Band {
     Fair { nice: i8 },
 }
 
-/// What a host asks for when it creates a task.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// What a host asks for when it creates a task. (Ordered, so a host can
+/// keep the distinct specs it creates tasks with in an ordered map.)
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub struct TaskSpec {
     pub band: Band,
     /// The CPUs it may run on; `None` is every CPU.

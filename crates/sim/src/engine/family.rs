@@ -13,9 +13,9 @@ use super::{Engine, TaskDef};
 use crate::outcome::StallCause;
 
 impl<P: Policy> Engine<P> {
-    /// Starts a task on its start CPU, then widens its mask to its own.
-    pub(super) fn start_task(&mut self, def: &TaskDef) {
-        let c = def.start_cpu;
+    /// Starts a task on CPU `c` (its start CPU, or the one drawn from its
+    /// `start_in`), then widens its mask to its own.
+    pub(super) fn start_task(&mut self, def: &TaskDef, c: CpuId) {
         let process = if def.process.is_empty() {
             &def.name
         } else {
@@ -47,23 +47,24 @@ impl<P: Policy> Engine<P> {
     /// `spec`'s index among the distinct specs, its process left out.
     fn intern_spec(&mut self, mut spec: TaskSpec) -> u32 {
         spec.process = None;
-        match self.specs.iter().position(|s| *s == spec) {
-            Some(i) => i as u32,
-            None => {
-                self.specs.push(spec);
-                (self.specs.len() - 1) as u32
-            }
+        let next = self.specs.len() as u32;
+        let id = *self.spec_ids.entry(spec).or_insert(next);
+        if id == next {
+            self.specs.push(spec);
         }
+        id
     }
 
     /// The id of the process named `name`, made on first use.
     fn process_id(&mut self, name: &str) -> u32 {
-        if let Some(i) = self.procs.iter().position(|(n, _)| n == name) {
-            return i as u32;
+        if let Some(&i) = self.proc_ids.get(name) {
+            return i;
         }
-        let shared = self.shared_of.get(name).copied().unwrap_or(0);
-        self.procs.push((name.to_string(), shared));
-        (self.procs.len() - 1) as u32
+        let id = self.procs.len() as u32;
+        self.procs
+            .push(self.shared_of.get(name).copied().unwrap_or(0));
+        self.proc_ids.insert(name.to_string(), id);
+        id
     }
 
     pub(super) fn add_task(

@@ -245,7 +245,7 @@ impl<P: Policy> Engine<P> {
         // Its data in this LLC: the cold part is read from where it is
         // warm, or from memory (`warmth`).
         let l = topo.llc_ordinal(cpu);
-        let shared = self.procs.get(process as usize).map_or(0, |p| p.1);
+        let shared = self.procs.get(process as usize).copied().unwrap_or(0);
         let fill = self.warmth.fill(l, t, own, process, shared, self.now);
         cost += self.cost.fill_ns(fill.node, fill.machine, fill.memory);
         let read = fill.read();

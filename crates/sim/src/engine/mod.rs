@@ -211,10 +211,14 @@ pub struct Engine<P: Policy> {
     halt: Option<StallCause>,
     max_tasks: usize,
     warmth: warmth::Warmth,
-    /// The distinct specs tasks were created with ([`SimTask::spec`]).
+    /// The distinct specs tasks were created with ([`SimTask::spec`]),
+    /// and each one's index there (a lookup in a map, not a scan: a run
+    /// may start thousands of tasks).
     specs: Vec<TaskSpec>,
-    /// Processes by id: name and shared bytes.
-    procs: Vec<(String, u64)>,
+    spec_ids: BTreeMap<TaskSpec, u32>,
+    /// Each process's shared bytes, by process id, and the ids by name.
+    procs: Vec<u64>,
+    proc_ids: BTreeMap<String, u32>,
     shared_of: BTreeMap<String, u64>,
 }
 
@@ -258,7 +262,9 @@ impl<P: Policy> Engine<P> {
             max_tasks: spec.max_tasks,
             warmth: warmth::Warmth::new(&spec.topology),
             specs: Vec::new(),
+            spec_ids: BTreeMap::new(),
             procs: Vec::new(),
+            proc_ids: BTreeMap::new(),
             shared_of: spec.processes.clone(),
         };
         if sim.cost.tick_skew {
@@ -275,14 +281,15 @@ impl<P: Policy> Engine<P> {
         // Where `start_in` tasks begin: a fourth stream of the seed.
         let mut boot = stream(seed, 3);
         for def in &spec.tasks {
-            let mut def = def.clone();
+            let mut cpu = def.start_cpu;
             if let Some(set) = def.start_in {
-                let cpus: Vec<CpuId> = set.iter().collect();
-                if !cpus.is_empty() {
-                    def.start_cpu = cpus[(boot.next_u64() % cpus.len() as u64) as usize];
+                let n = set.weight();
+                if n > 0 {
+                    let k = (boot.next_u64() % n as u64) as usize;
+                    cpu = set.iter().nth(k).expect("k < the set's size");
                 }
             }
-            sim.start_task(&def);
+            sim.start_task(def, cpu);
         }
         // Every program is compiled: every metric is known.
         let m = sim.code.metrics.len();
