@@ -33,6 +33,7 @@ declare -A what=(
   [switch-unaccounted]="accounting: a switch is charged to the CPU, not to its task"
   [shared-never-invalidated]="warmth: a process's shared data stays warm in every LLC its threads wrote it from"
   [llc-never-evicts]="warmth: an LLC holds any amount of hot data"
+  [holders-unmarked]="warmth: no LLC is recorded as holding an owner (its entries are found only by a scan)"
   [flags-not-counted]="waker-streak:K:flags: a consumed flag does not reach the streak"
   [no-task-hot]="linux balancer: task_hot() never holds a task back"
   [cas-no-overload-guard]="linux-cas: no thread-count or utilization guard (always toward the preferred LLC, never out of it)"
@@ -62,7 +63,7 @@ for m in "${muts[@]}"; do
   log=$(mktemp)
   # Release: the mask mutant trips debug asserts at once; we want the tests'
   # own assertions to be what goes red.
-  cargo test -p schedlab-sched -p schedlab-scenarios -p schedlab --release --no-fail-fast >"$log" 2>&1
+  cargo test -p schedlab-sched -p schedlab-sim -p schedlab-scenarios -p schedlab --release --no-fail-fast >"$log" 2>&1
   restore
   red=$(grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u | tr '\n' ' ')
   if grep -qE '^error: could not compile' "$log"; then

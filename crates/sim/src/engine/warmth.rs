@@ -67,13 +67,15 @@ impl Llc {
             .map_or(0, |e| e.bytes)
     }
 
-    /// `o` holds `bytes` here now, stamped `now`.
-    fn set(&mut self, o: Owner, bytes: u64, now: u64) {
+    /// `o` holds `bytes` here now, stamped `now`; true if it held nothing
+    /// here before (a new entry).
+    fn set(&mut self, o: Owner, bytes: u64, now: u64) -> bool {
         match self.entries.iter_mut().find(|e| e.owner == o) {
             Some(e) => {
                 self.total = self.total - e.bytes + bytes;
                 e.bytes = bytes;
                 e.used = now;
+                false
             }
             None => {
                 self.total += bytes;
@@ -82,6 +84,7 @@ impl Llc {
                     bytes,
                     used: now,
                 });
+                true
             }
         }
     }
@@ -94,8 +97,9 @@ impl Llc {
     }
 
     /// Evicts the least recently run until the total fits; ties go to the
-    /// lower owner (a fixed order: determinism).
-    fn evict(&mut self) {
+    /// lower owner (a fixed order: determinism). Calls `gone` for each
+    /// entry that goes whole.
+    fn evict(&mut self, mut gone: impl FnMut(Owner)) {
         while self.total > self.capacity {
             let Some(i) = (0..self.entries.len()).min_by_key(|&i| {
                 let e = &self.entries[i];
@@ -110,6 +114,7 @@ impl Llc {
             self.total -= cut;
             self.evicted += cut;
             if e.bytes == 0 {
+                gone(e.owner);
                 self.entries.swap_remove(i);
             }
         }
@@ -120,8 +125,67 @@ impl Llc {
 #[derive(Clone, Debug)]
 pub(crate) struct Warmth {
     llcs: Vec<Llc>,
+    /// Which LLCs hold each owner.
+    at: Holders,
     /// The level between each pair of LLCs (by ordinal).
     level: Vec<Vec<Level>>,
+}
+
+/// Which LLCs hold an entry of each owner: a bit per LLC ordinal, by task
+/// id and by process id. So a start looks for the nearest warm copy, a
+/// write invalidates the other copies, and an exit drops its entries, in
+/// the few LLCs that hold them, not in every LLC's list (a run may have
+/// thousands of tasks over dozens of LLCs). On a machine of more than 64
+/// LLCs every LLC is looked in.
+#[derive(Clone, Debug, Default)]
+struct Holders {
+    exact: bool,
+    tasks: Vec<u64>,
+    procs: Vec<u64>,
+}
+
+impl Holders {
+    fn word(&mut self, o: Owner) -> &mut u64 {
+        let (v, i) = match o {
+            Owner::Task(t) => (&mut self.tasks, t.index()),
+            Owner::Process(p) => (&mut self.procs, p as usize),
+        };
+        if v.len() <= i {
+            v.resize(i + 1, 0);
+        }
+        &mut v[i]
+    }
+
+    /// The LLCs (bits) that may hold `o`.
+    fn of(&self, o: Owner) -> u64 {
+        if !self.exact {
+            return u64::MAX;
+        }
+        let (v, i) = match o {
+            Owner::Task(t) => (&self.tasks, t.index()),
+            Owner::Process(p) => (&self.procs, p as usize),
+        };
+        v.get(i).copied().unwrap_or(0)
+    }
+
+    fn mark(&mut self, o: Owner, l: usize) {
+        if self.exact {
+            *self.word(o) |= 1 << l;
+        }
+    }
+
+    fn unmark(&mut self, o: Owner, l: usize) {
+        if self.exact {
+            *self.word(o) &= !(1 << l);
+        }
+    }
+}
+
+/// The LLC ordinals below `n` whose bits are set in `bits`, in order.
+fn ordinals(bits: u64, n: usize) -> impl Iterator<Item = usize> {
+    (0..n.min(64))
+        .filter(move |&k| bits & (1 << k) != 0)
+        .chain(64..if bits == u64::MAX { n } else { 64 })
 }
 
 /// The bytes a start in an LLC reads, by where they come from.
@@ -163,7 +227,11 @@ impl Warmth {
             .iter()
             .map(|&a| first.iter().map(|&b| topo.level_between(a, b)).collect())
             .collect();
-        Warmth { llcs, level }
+        let at = Holders {
+            exact: topo.llcs().len() <= 64,
+            ..Holders::default()
+        };
+        Warmth { llcs, at, level }
     }
 
     /// What `owner` holds warm in LLC `l`.
@@ -183,7 +251,7 @@ impl Warmth {
         if cold > 0 {
             // The nearest other LLC's warm bytes serve first.
             let mut left = cold;
-            let mut near: Vec<(Level, u64)> = (0..self.llcs.len())
+            let mut near: Vec<(Level, u64)> = ordinals(self.at.of(owner), self.llcs.len())
                 .filter(|&k| k != l)
                 .map(|k| (self.level[l][k], self.llcs[k].warm(owner)))
                 .filter(|&(_, b)| b > have)
@@ -202,7 +270,9 @@ impl Warmth {
             }
             fill.memory += left;
         }
-        self.llcs[l].set(owner, want.max(have), now);
+        if self.llcs[l].set(owner, want.max(have), now) {
+            self.at.mark(owner, l);
+        }
         have.min(want)
     }
 
@@ -224,14 +294,11 @@ impl Warmth {
         if shared > 0 {
             let p = Owner::Process(process);
             let _ = self.bring(l, p, shared, now, &mut fill);
-            for (k, other) in self.llcs.iter_mut().enumerate() {
-                if k != l {
-                    other.drop_owner(p);
-                }
-            }
+            self.drop_all(p, Some(l));
         }
+        let at = &mut self.at;
         let llc = &mut self.llcs[l];
-        llc.evict();
+        llc.evict(|o| at.unmark(o, l));
         llc.peak = llc.peak.max(llc.total);
         llc.refilled += fill.read();
         fill
@@ -257,8 +324,16 @@ impl Warmth {
 
     /// A task's own entries go (it exited).
     pub fn forget(&mut self, task: TaskId) {
-        for l in &mut self.llcs {
-            l.drop_owner(Owner::Task(task));
+        self.drop_all(Owner::Task(task), None);
+    }
+
+    /// `o`'s entries go from every LLC but `keep`.
+    fn drop_all(&mut self, o: Owner, keep: Option<usize>) {
+        for k in ordinals(self.at.of(o), self.llcs.len()) {
+            if Some(k) != keep {
+                self.llcs[k].drop_owner(o);
+                self.at.unmark(o, k);
+            }
         }
     }
 }
@@ -355,6 +430,119 @@ mod tests {
             4 * MIB,
             "and now t1 is the oldest"
         );
+    }
+
+    /// The model the holder bits stand in for: every query looks in every
+    /// LLC's list (the first version of this module).
+    struct Scan {
+        llcs: Vec<Llc>,
+        level: Vec<Vec<Level>>,
+    }
+
+    impl Scan {
+        fn fill(&mut self, l: usize, o: [Owner; 2], want: [u64; 2], now: u64) -> Fill {
+            let mut fill = Fill::default();
+            for (i, (o, want)) in o.into_iter().zip(want).enumerate() {
+                if i == 1 && want == 0 {
+                    break;
+                }
+                let want = want.min(self.llcs[l].capacity);
+                let have = self.llcs[l].warm(o);
+                let mut left = want.saturating_sub(have);
+                let mut near: Vec<(Level, u64)> = (0..self.llcs.len())
+                    .filter(|&k| k != l)
+                    .map(|k| (self.level[l][k], self.llcs[k].warm(o)))
+                    .filter(|&(_, b)| b > have)
+                    .collect();
+                near.sort();
+                for (lev, b) in near {
+                    let take = (b - have).min(left);
+                    match lev {
+                        Level::Machine => fill.machine += take,
+                        _ => fill.node += take,
+                    }
+                    left -= take;
+                }
+                fill.memory += left;
+                self.llcs[l].set(o, want.max(have), now);
+                if i == 0 {
+                    fill.own_warm = have.min(want);
+                } else {
+                    for (k, other) in self.llcs.iter_mut().enumerate() {
+                        if k != l {
+                            other.drop_owner(o);
+                        }
+                    }
+                }
+            }
+            self.llcs[l].evict(|_| {});
+            self.llcs[l].refilled += fill.read();
+            fill
+        }
+    }
+
+    #[test]
+    fn the_holder_bits_read_what_a_scan_of_every_llc_reads() {
+        use rand::{Rng, SeedableRng};
+        let wide = schedlab_topology::Shape {
+            nodes: 2,
+            llcs_per_node: 40,
+            cores_per_llc: 1,
+            threads_per_core: 1,
+            siblings: schedlab_topology::Siblings::Adjacent,
+        }
+        .build("80-llcs")
+        .unwrap();
+        for topo in [
+            preset("amd-2x8").unwrap(),
+            preset("genoa-96").unwrap(),
+            wide,
+        ] {
+            let seed = 11;
+            let topo = topo.with_llc_bytes(8 * MIB);
+            let mut w = Warmth::new(&topo);
+            let mut scan = Scan {
+                llcs: w.llcs.clone(),
+                level: w.level.clone(),
+            };
+            let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let n = w.llcs.len();
+            for now in 0..4000 {
+                let task = t(r.gen_range(0..40));
+                if r.gen_range(0..20) == 0 {
+                    w.forget(task);
+                    for l in &mut scan.llcs {
+                        l.drop_owner(Owner::Task(task));
+                    }
+                    continue;
+                }
+                let l = r.gen_range(0..n.min(6)) * (n / n.min(6));
+                let own = r.gen_range(0..3 * MIB);
+                let process = r.gen_range(0..5);
+                let shared = [0, MIB, 5 * MIB][r.gen_range(0..3)];
+                let got = w.fill(l, task, own, process, shared, now);
+                let want = scan.fill(
+                    l,
+                    [Owner::Task(task), Owner::Process(process)],
+                    [own, shared],
+                    now,
+                );
+                assert_eq!(
+                    got,
+                    want,
+                    "{} step {now} (seed {seed}): fill of {task:?} in LLC {l}",
+                    topo.name()
+                );
+                for k in 0..n {
+                    assert_eq!(
+                        w.llcs[k].total,
+                        scan.llcs[k].total,
+                        "{} step {now} (seed {seed}): LLC {k}'s total",
+                        topo.name()
+                    );
+                }
+            }
+        }
     }
 
     #[test]
