@@ -322,7 +322,7 @@ impl Builder {
     /// seed (its mask is unchanged).
     pub fn start_in(&mut self, cpus: CpuSet) -> &mut Self {
         if let Some(t) = self.spec.tasks.last_mut() {
-            t.start_in = Some(cpus);
+            t.start_in = Some(Box::new(cpus));
         }
         self
     }

@@ -83,9 +83,8 @@ impl<P: Policy> Engine<P> {
             format!("{name}#{k}")
         };
         *self.names.get_mut(name.split('#').next().unwrap()).unwrap() += 1;
-        self.rec.out.task_names.insert(id.0, name.clone());
-        self.tasks
-            .insert(id, SimTask::new(name, code, working_set, spec));
+        self.rec.out.task_names.insert(id.0, name);
+        self.tasks.insert(id, SimTask::new(code, working_set, spec));
         self.live += 1;
     }
 
@@ -98,11 +97,12 @@ impl<P: Policy> Engine<P> {
         let (spec_id, process, ws) = (st.spec, st.process, st.working_set);
         // A thread its own program spawned again keeps its parent's name
         // (numbered apart): recursion does not grow names.
+        let parent = self.name(task);
         let name =
-            if st.name.ends_with(&format!(".{pname}")) || st.name.contains(&format!(".{pname}#")) {
-                st.name.split('#').next().unwrap_or(&st.name).to_string()
+            if parent.ends_with(&format!(".{pname}")) || parent.contains(&format!(".{pname}#")) {
+                parent.split('#').next().unwrap_or(parent).to_string()
             } else {
-                format!("{}.{pname}", st.name)
+                format!("{parent}.{pname}")
             };
         let mut spec = self.specs[spec_id as usize];
         spec.process = Some(process);
@@ -158,7 +158,7 @@ impl<P: Policy> Engine<P> {
                 return;
             }
             st.exited = true;
-            let name = st.name.clone();
+            let name = self.name(task).to_string();
             self.rec.out.tasks.entry(name).or_default().exited_at = Some(self.now);
         }
         self.live -= 1;

@@ -34,7 +34,6 @@ pub(crate) enum Waiting {
 /// A simulated thread: its program counter and what its ops keep.
 #[derive(Debug)]
 pub(crate) struct SimTask {
-    pub name: String,
     pub code: Rc<[Instr]>,
     pub pc: usize,
     pub loops: Vec<u64>,
@@ -80,9 +79,8 @@ pub(crate) struct SimTask {
 }
 
 impl SimTask {
-    pub fn new(name: String, code: Rc<[Instr]>, working_set: u64, spec: u32) -> SimTask {
+    pub fn new(code: Rc<[Instr]>, working_set: u64, spec: u32) -> SimTask {
         SimTask {
-            name,
             code,
             pc: 0,
             loops: Vec::new(),
@@ -218,9 +216,8 @@ impl<P: Policy> Engine<P> {
             .code
             .get(st.pc)
             .map_or("the end".into(), |i| format!("{i:?}"));
-        let name = st.name.clone();
         self.halt = Some(StallCause::Watchdog {
-            task: name,
+            task: self.name(task).to_string(),
             instructions: STEP_LIMIT,
             op,
         });

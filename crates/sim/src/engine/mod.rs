@@ -103,7 +103,8 @@ pub struct TaskDef {
     /// It starts on a CPU of this set drawn from the run's seed, not on
     /// `start_cpu`: where earlier work left a benchmark's thread, a property
     /// of the boot.
-    pub start_in: Option<CpuSet>,
+    /// (Boxed: few tasks have one, and a set is 128 bytes.)
+    pub start_in: Option<Box<CpuSet>>,
 }
 
 /// Everything a simulation is built from.
@@ -216,7 +217,8 @@ pub struct Engine<P: Policy> {
     /// may start thousands of tasks).
     specs: Vec<TaskSpec>,
     spec_ids: BTreeMap<TaskSpec, u32>,
-    /// Each process's shared bytes, by process id, and the ids by name.
+    /// Each process's shared bytes, by process id, and the ids by name
+    /// (while the scenario's tasks start; empty after).
     procs: Vec<u64>,
     proc_ids: BTreeMap<String, u32>,
     shared_of: BTreeMap<String, u64>,
@@ -282,7 +284,7 @@ impl<P: Policy> Engine<P> {
         let mut boot = stream(seed, 3);
         for def in &spec.tasks {
             let mut cpu = def.start_cpu;
-            if let Some(set) = def.start_in {
+            if let Some(set) = def.start_in.as_deref() {
                 let n = set.weight();
                 if n > 0 {
                     let k = (boot.next_u64() % n as u64) as usize;
@@ -291,11 +293,23 @@ impl<P: Policy> Engine<P> {
             }
             sim.start_task(def, cpu);
         }
+        // Processes are found by name only at boot (a spawned thread
+        // inherits its parent's id): the names go.
+        sim.proc_ids = BTreeMap::new();
         // Every program is compiled: every metric is known.
         let m = sim.code.metrics.len();
         sim.laps.resize(m, None);
         sim.counts.resize(m, None);
         sim
+    }
+
+    /// A task's name (kept once, in the outcome's table of names).
+    fn name(&self, task: TaskId) -> &str {
+        self.rec
+            .out
+            .task_names
+            .get(&task.0)
+            .map_or("?", String::as_str)
     }
 
     /// Queues `ev` at `at` ([`Queue::push`]).
@@ -350,7 +364,8 @@ impl<P: Policy> Engine<P> {
         }
         for (id, t) in self.tasks.iter() {
             let moved_at = self.rec.take_moves(id);
-            let o = self.rec.out.tasks.entry(t.name.clone()).or_default();
+            let name = self.rec.out.task_names[&id.0].clone();
+            let o = self.rec.out.tasks.entry(name).or_default();
             o.moved_at = moved_at;
             o.migrations = t.migrations;
             o.cpu_ns = t.cpu_ns;

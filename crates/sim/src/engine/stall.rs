@@ -18,9 +18,9 @@ impl<P: Policy> Engine<P> {
                 continue;
             }
             let (on, on_tasks) = self.waits_on(id);
-            let name = |i: &TaskId| self.tasks.get(i).map_or("?".into(), |t| t.name.clone());
+            let name = |i: &TaskId| self.name(*i).to_string();
             waits.push(Wait {
-                task: t.name.clone(),
+                task: self.name(id).to_string(),
                 on,
                 on_tasks: on_tasks.iter().map(name).collect(),
             });
@@ -28,7 +28,8 @@ impl<P: Policy> Engine<P> {
         }
         let cycle = find_cycle(&edges)
             .iter()
-            .filter_map(|i| self.tasks.get(i).map(|t| t.name.clone()))
+            .filter(|i| self.tasks.get(i).is_some())
+            .map(|i| self.name(*i).to_string())
             .collect();
         Stall {
             cause,
@@ -40,7 +41,7 @@ impl<P: Policy> Engine<P> {
     /// What `task` waits on, and the tasks that could end the wait.
     fn waits_on(&self, task: TaskId) -> (String, Vec<TaskId>) {
         let t = self.tasks.get(&task).expect("a known task");
-        let name = |i: TaskId| self.tasks.get(&i).map_or("?".into(), |t| t.name.clone());
+        let name = |i: TaskId| self.name(i).to_string();
         let blocked = t.waiting == Waiting::Op
             || matches!(
                 self.sh.task_word(task).state,
