@@ -75,7 +75,7 @@ pub struct CpuSched<P: Policy> {
     pub(crate) rq: RunQueue<P::TaskState>,
     /// Tasks that parked here; each one's entity waits in its task slot
     /// until the CPU that wins its wake takes it out.
-    pub(crate) parked: BTreeSet<TaskId>,
+    pub(crate) parked: IdSet,
     /// Runnable but stopped.
     pub(crate) held: BTreeMap<TaskId, Task<P::TaskState>>,
     pub(crate) deadlines: BTreeSet<(u64, TaskId)>,
@@ -106,7 +106,7 @@ impl<P: Policy> CpuSched<P> {
                 policy: policy.clone(),
                 spawn: MachineSpawn::new(sh.config().spawn, id),
                 rq: RunQueue::new(sh.config().fair),
-                parked: BTreeSet::new(),
+                parked: IdSet::default(),
                 held: BTreeMap::new(),
                 deadlines: BTreeSet::new(),
                 need_resched: false,
@@ -766,4 +766,80 @@ fn new_task_avg(now: u64, weight: u32) -> crate::pelt::SchedAvg {
     let mut a = crate::pelt::SchedAvg::starting(now);
     a.load_avg = weight as u64;
     a
+}
+
+/// Task ids in increasing order, kept in a vector: the tasks parked on one
+/// CPU, usually a handful. Every park and wake inserts or removes one, and
+/// a binary search and a short move cost less than a B-tree's node walk
+/// and allocation (a 10,000-round request/reply run: 130.7M -> 127.6M
+/// instructions). Iterates in the same order a `BTreeSet` would. Insert
+/// and remove move the tail, so a CPU with thousands of parked tasks pays
+/// linear time per park; that shape (every task parked on one CPU) is rare
+/// and still bounded by the task count.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct IdSet(Vec<TaskId>);
+
+impl IdSet {
+    /// Adds `id`; false if it was there.
+    pub(crate) fn insert(&mut self, id: TaskId) -> bool {
+        match self.0.binary_search(&id) {
+            Ok(_) => false,
+            Err(i) => {
+                self.0.insert(i, id);
+                true
+            }
+        }
+    }
+
+    /// Takes `id` out; false if it was not there.
+    pub(crate) fn remove(&mut self, id: &TaskId) -> bool {
+        match self.0.binary_search(id) {
+            Ok(i) => {
+                self.0.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    pub(crate) fn contains(&self, id: &TaskId) -> bool {
+        self.0.binary_search(id).is_ok()
+    }
+
+    /// The ids, lowest first.
+    pub(crate) fn iter(&self) -> core::slice::Iter<'_, TaskId> {
+        self.0.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdSet;
+    use crate::TaskId;
+    use alloc::collections::BTreeSet;
+    use alloc::vec::Vec;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any sequence of inserts and removes leaves an `IdSet` holding
+        /// what a `BTreeSet` holds, in the same order, with the same
+        /// answers on the way.
+        #[test]
+        fn an_id_set_answers_as_a_btree_set_does(ops in proptest::collection::vec((any::<bool>(), 0u32..40), 0..300)) {
+            let mut ours = IdSet::default();
+            let mut theirs = BTreeSet::new();
+            for (add, raw) in ops {
+                let id = TaskId(raw);
+                if add {
+                    prop_assert_eq!(ours.insert(id), theirs.insert(id), "insert {:?}", id);
+                } else {
+                    prop_assert_eq!(ours.remove(&id), theirs.remove(&id), "remove {:?}", id);
+                }
+                prop_assert_eq!(ours.contains(&id), theirs.contains(&id), "contains {:?}", id);
+            }
+            let a: Vec<TaskId> = ours.iter().copied().collect();
+            let b: Vec<TaskId> = theirs.iter().copied().collect();
+            prop_assert_eq!(a, b, "IdSet iteration differs from BTreeSet's");
+        }
+    }
 }
