@@ -21,7 +21,7 @@ use super::{Engine, Ev, SegKind};
 use crate::objects::{
     Arrival, BarrierId, CondId, FutexId, LockId, PipeId, PipeStep, PortId, TimerId,
 };
-use crate::outcome::StallCause;
+use crate::outcome::{LapLog, StallCause};
 
 /// What a blocked task waits for, re-checked each time it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -383,7 +383,7 @@ impl<P: Policy> Engine<P> {
 
     fn push_lap(&mut self, m: MetricId, ns: u64) {
         self.laps[m.0 as usize]
-            .get_or_insert_with(Vec::new)
+            .get_or_insert_with(LapLog::default)
             .push(ns);
     }
 

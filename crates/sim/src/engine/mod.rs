@@ -69,8 +69,8 @@ use schedlab_topology::{CpuId, CpuSet, Topology};
 use crate::cost::CostModel;
 use crate::events::PrevState;
 use crate::objects::Objects;
+use crate::outcome::{LapLog, Recorder, StallCause};
 pub use crate::outcome::{Outcome, TaskOutcome};
-use crate::outcome::{Recorder, StallCause};
 use crate::policy::PolicyRef;
 use crate::program::Op;
 
@@ -190,7 +190,7 @@ pub struct Engine<P: Policy> {
     /// The spawnable programs, compiled, and the metric names.
     code: Code,
     /// Laps and counts by metric id (`None`: none recorded).
-    laps: Vec<Option<Vec<u64>>>,
+    laps: Vec<Option<LapLog>>,
     counts: Vec<Option<u64>>,
     /// Pending events, earliest first.
     queue: Queue,
@@ -298,7 +298,7 @@ impl<P: Policy> Engine<P> {
         sim.proc_ids = BTreeMap::new();
         // Every program is compiled: every metric is known.
         let m = sim.code.metrics.len();
-        sim.laps.resize(m, None);
+        sim.laps.resize_with(m, || None);
         sim.counts.resize(m, None);
         sim
     }
@@ -347,10 +347,17 @@ impl<P: Policy> Engine<P> {
         if drained && self.live > 0 && self.halt.is_none() {
             self.halt = Some(StallCause::Blocked { at_ns: self.now });
         }
-        self.finish()
+        // The laps are joined once the engine's tables are gone, so the
+        // join's copy does not add to the run's peak.
+        let (mut out, laps) = self.finish();
+        for (name, log) in laps {
+            out.laps.insert(name, log.into_vec());
+        }
+        out
     }
 
-    fn finish(mut self) -> Outcome {
+    /// The outcome, with each metric's laps still in their log.
+    fn finish(mut self) -> (Outcome, Vec<(String, LapLog)>) {
         let end = self.now.min(self.run_ns);
         let stall = self.halt.take().map(|c| self.stall_report(c));
         self.close_accounts(end);
@@ -388,16 +395,17 @@ impl<P: Policy> Engine<P> {
         self.rec.out.idle_ns = self.hw.iter().map(|h| h.idle_ns).collect();
         self.rec.out.llcs = self.warmth.outcome();
         for (i, name) in self.code.metrics.iter().enumerate() {
-            if let Some(v) = self.laps[i].take() {
-                self.rec.out.laps.insert(name.clone(), v);
-            }
             if let Some(c) = self.counts[i] {
                 self.rec.out.counts.insert(name.clone(), c);
             }
         }
+        let laps = (self.code.metrics.iter().cloned())
+            .zip(std::mem::take(&mut self.laps))
+            .filter_map(|(name, log)| Some((name, log?)))
+            .collect();
         let mut out = self.rec.finish(end);
         out.stall = stall;
-        out
+        (out, laps)
     }
 
     fn event(&mut self, ev: Ev) {
