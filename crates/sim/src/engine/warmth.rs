@@ -182,6 +182,25 @@ impl Holders {
 }
 
 /// The LLC ordinals below `n` whose bits are set in `bits`, in order.
+/// Serves `left` cold bytes from the other LLCs' copies, nearest first:
+/// each `(level, warm bytes)` in `near` gives what it holds beyond the
+/// `have` already warm here. Returns what is still cold (memory's part).
+fn serve(mut near: Vec<(Level, u64)>, have: u64, mut left: u64, fill: &mut Fill) -> u64 {
+    near.sort();
+    for (lev, b) in near {
+        let take = (b - have).min(left);
+        match lev {
+            Level::Machine => fill.machine += take,
+            _ => fill.node += take,
+        }
+        left -= take;
+        if left == 0 {
+            break;
+        }
+    }
+    left
+}
+
 fn ordinals(bits: u64, n: usize) -> impl Iterator<Item = usize> {
     (0..n.min(64))
         .filter(move |&k| bits & (1 << k) != 0)
@@ -250,25 +269,12 @@ impl Warmth {
         let cold = want.saturating_sub(have);
         if cold > 0 {
             // The nearest other LLC's warm bytes serve first.
-            let mut left = cold;
-            let mut near: Vec<(Level, u64)> = ordinals(self.at.of(owner), self.llcs.len())
+            let near: Vec<(Level, u64)> = ordinals(self.at.of(owner), self.llcs.len())
                 .filter(|&k| k != l)
                 .map(|k| (self.level[l][k], self.llcs[k].warm(owner)))
                 .filter(|&(_, b)| b > have)
                 .collect();
-            near.sort();
-            for (lev, b) in near {
-                let take = (b - have).min(left);
-                match lev {
-                    Level::Machine => fill.machine += take,
-                    _ => fill.node += take,
-                }
-                left -= take;
-                if left == 0 {
-                    break;
-                }
-            }
-            fill.memory += left;
+            fill.memory += serve(near, have, cold, fill);
         }
         if self.llcs[l].set(owner, want.max(have), now) {
             self.at.mark(owner, l);
@@ -448,22 +454,13 @@ mod tests {
                 }
                 let want = want.min(self.llcs[l].capacity);
                 let have = self.llcs[l].warm(o);
-                let mut left = want.saturating_sub(have);
-                let mut near: Vec<(Level, u64)> = (0..self.llcs.len())
+                let left = want.saturating_sub(have);
+                let near: Vec<(Level, u64)> = (0..self.llcs.len())
                     .filter(|&k| k != l)
                     .map(|k| (self.level[l][k], self.llcs[k].warm(o)))
                     .filter(|&(_, b)| b > have)
                     .collect();
-                near.sort();
-                for (lev, b) in near {
-                    let take = (b - have).min(left);
-                    match lev {
-                        Level::Machine => fill.machine += take,
-                        _ => fill.node += take,
-                    }
-                    left -= take;
-                }
-                fill.memory += left;
+                fill.memory += serve(near, have, left, &mut fill);
                 self.llcs[l].set(o, want.max(have), now);
                 if i == 0 {
                     fill.own_warm = have.min(want);
