@@ -1,7 +1,9 @@
 //! Simulator throughput: events per wall second (divan's items/s) on
 //! amd-2x8 reqrep and on epyc-2s-384 with 768 tasks (384 pairs; the anchor,
-//! scx's simulator, reports about 1.7 M events/s on 384 CPUs). Invariant
-//! checks are off, as in a release `schedlab run`.
+//! scx's simulator, reports 1.15-1.85 M events/s on a flat 384-CPU machine
+//! with 768 tasks and about 0.9 M on two sockets of 24 LLCs:
+//! docs/REFERENCES.md). Invariant checks are off, as in a release
+//! `schedlab run`. `--profile dist` measures the LTO build (README).
 //!
 //! `cargo bench -p schedlab-scenarios --bench engine`
 //!
