@@ -434,26 +434,6 @@ impl Recorder {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_move_keeps_its_time_and_reason_in_one_word() {
-        for r in MoveReason::ALL {
-            assert_eq!(
-                MoveReason::ALL[r as usize],
-                r,
-                "ALL is in declaration order"
-            );
-            for at in [0, 1, 123_456_789, (1 << 56) - 1] {
-                let m = Moved::new(at, r);
-                assert_eq!((m.at(), m.reason()), (at, r), "packed {at} {r:?}");
-            }
-        }
-    }
-}
-
 /// One metric's laps while a run records them, in chunks of at most
 /// [`LapLog::CHUNK`]: recording never copies what it holds and never holds
 /// more than one chunk of room beyond it, where one growing vector holds up
@@ -480,28 +460,34 @@ impl LapLog {
         }
     }
 
-    /// The laps in the order they were recorded.
-    pub fn into_vec(self) -> Vec<u64> {
-        let mut chunks = self.0.into_iter();
-        let Some(first) = chunks.next() else {
-            return Vec::new();
-        };
-        if first.len() < Self::CHUNK {
-            return first;
+    /// The laps in the order they were recorded (one chunk is returned as
+    /// it is, without a copy).
+    pub fn into_vec(mut self) -> Vec<u64> {
+        match self.0.len() {
+            0 | 1 => self.0.pop().unwrap_or_default(),
+            _ => self.0.concat(),
         }
-        let rest: usize = chunks.as_slice().iter().map(Vec::len).sum();
-        let mut all = Vec::with_capacity(first.len() + rest);
-        all.extend(first);
-        for c in chunks {
-            all.extend(c);
-        }
-        all
     }
 }
 
 #[cfg(test)]
-mod lap_tests {
-    use super::LapLog;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_move_keeps_its_time_and_reason_in_one_word() {
+        for r in MoveReason::ALL {
+            assert_eq!(
+                MoveReason::ALL[r as usize],
+                r,
+                "ALL is in declaration order"
+            );
+            for at in [0, 1, 123_456_789, (1 << 56) - 1] {
+                let m = Moved::new(at, r);
+                assert_eq!((m.at(), m.reason()), (at, r), "packed {at} {r:?}");
+            }
+        }
+    }
 
     #[test]
     fn a_lap_log_gives_back_every_lap_in_order() {

@@ -399,7 +399,11 @@ impl<P: Policy> Engine<P> {
                 self.rec.out.counts.insert(name.clone(), c);
             }
         }
-        let laps = (self.code.metrics.iter().cloned())
+        let laps = self
+            .code
+            .metrics
+            .iter()
+            .cloned()
             .zip(std::mem::take(&mut self.laps))
             .filter_map(|(name, log)| Some((name, log?)))
             .collect();

@@ -181,7 +181,6 @@ impl Holders {
     }
 }
 
-/// The LLC ordinals below `n` whose bits are set in `bits`, in order.
 /// Serves `left` cold bytes from the other LLCs' copies, nearest first:
 /// each `(level, warm bytes)` in `near` gives what it holds beyond the
 /// `have` already warm here. Returns what is still cold (memory's part).
@@ -201,6 +200,7 @@ fn serve(mut near: Vec<(Level, u64)>, have: u64, mut left: u64, fill: &mut Fill)
     left
 }
 
+/// The LLC ordinals below `n` whose bits are set in `bits`, in order.
 fn ordinals(bits: u64, n: usize) -> impl Iterator<Item = usize> {
     (0..n.min(64))
         .filter(move |&k| bits & (1 << k) != 0)
