@@ -598,12 +598,13 @@ impl<P: Policy> CpuSched<P> {
                 self.need_resched = true;
             }
             self.steal_pending = false;
-            let mut mail = core::mem::take(&mut self.mail);
-            sh.swap_mail(self.id, &mut mail);
-            for msg in mail.drain(..) {
+            // Popped one at a time, in place: a `drain(..)` of a buffer
+            // taken out of `self` pays for its drop guard and a drop on
+            // every pass, mail or none.
+            sh.swap_mail(self.id, &mut self.mail);
+            while let Some(msg) = self.mail.pop_front() {
                 self.handle(sh, msg, now, fx);
             }
-            self.mail = mail;
             self.fire_deadlines(sh, now, fx);
             if sh.has_mail(self.id) {
                 continue;
