@@ -66,7 +66,7 @@ use std::path::Path;
 use schedlab_sim::sched::{SpawnPolicy, TaskSpec};
 use schedlab_sim::{CostModel, Figure, Op};
 use schedlab_topology::read::{line_column, toml_error, ReadError, TopologySpec};
-use schedlab_topology::{parse_cpulist, CpuSet};
+use schedlab_topology::{parse_cpulist, CpuSet, Topology};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -163,8 +163,25 @@ pub(crate) fn read_text(path: &Path) -> Result<String, ReadError> {
     })
 }
 
+/// Loads a scenario file to run on `machine` instead of the topology it
+/// names (a real run: it runs on the machine it runs on). A task on a CPU
+/// the machine lacks is refused at its place in the file.
+pub fn load_on(path: &Path, params: Params, machine: Topology) -> Result<Scenario, ReadError> {
+    load_str_on(&read_text(path)?, path, params, Some(machine))
+}
+
 /// Loads a scenario from `text`; `file` names it in errors.
-pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario, ReadError> {
+pub fn load_str(text: &str, file: &Path, params: Params) -> Result<Scenario, ReadError> {
+    load_str_on(text, file, params, None)
+}
+
+fn load_str_on(
+    text: &str,
+    file: &Path,
+    mut params: Params,
+    machine: Option<Topology>,
+) -> Result<Scenario, ReadError> {
+    let on_machine = machine.is_some();
     let at = |offset: usize, message: String| {
         let (l, c) = line_column(text, offset);
         ReadError {
@@ -185,7 +202,10 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "scenario".into());
-    let topo = spec.topology.build(text, file, &stem)?;
+    let topo = match machine {
+        Some(t) => t,
+        None => spec.topology.build(text, file, &stem)?,
+    };
     let n = topo.num_cpus();
     let name = spec.name.clone().unwrap_or(stem);
     let mut b = Builder::new(&name, topo);
@@ -278,7 +298,11 @@ pub fn load_str(text: &str, file: &Path, mut params: Params) -> Result<Scenario,
         if cpu >= n {
             return Err(at(
                 t.cpu.span().start,
-                format!("expected a CPU below {n}, found {cpu}"),
+                if on_machine {
+                    format!("expected a CPU below {n} (this machine has {n}; a real run runs here), found {cpu}")
+                } else {
+                    format!("expected a CPU below {n}, found {cpu}")
+                },
             ));
         }
         let cpulist = |m: &Spanned<String>, what: &str| {

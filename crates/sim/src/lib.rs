@@ -29,7 +29,7 @@ pub use cost::{ByLevel, CostModel, Lateness};
 pub use engine::{Engine, Outcome, SimSpec, TaskDef, TaskOutcome};
 pub use events::{Event, EventKind, PrevState};
 pub use figures::{Figure, MoveReason, Within};
-pub use outcome::{LlcOutcome, Stall, StallCause, Wait};
+pub use outcome::{find_cycle, LlcOutcome, Stall, StallCause, Wait};
 pub use policy::{PolicyRef, Registry};
 pub use program::Op;
 pub use schedlab_sched as sched;

@@ -373,6 +373,10 @@ impl Objects {
     pub fn barrier_name(&self, id: BarrierId) -> &str {
         self.name_of(5, id.0)
     }
+
+    pub fn timer_name(&self, id: TimerId) -> &str {
+        self.name_of(6, id.0)
+    }
 }
 
 #[cfg(test)]

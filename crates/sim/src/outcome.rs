@@ -85,6 +85,30 @@ pub enum StallCause {
     TaskTable { program: String, max_tasks: usize },
 }
 
+/// A cycle in the wait graph (each task waits on the next), if any: the
+/// first found from the tasks in order.
+pub fn find_cycle(edges: &[(TaskId, Vec<TaskId>)]) -> Vec<TaskId> {
+    let next = |t: TaskId| {
+        edges
+            .iter()
+            .find(|(k, _)| *k == t)
+            .map(|(_, v)| v.as_slice())
+    };
+    for &(start, _) in edges {
+        // Follow the first edge of each task: a wait names one holder.
+        let mut path = vec![start];
+        let mut at = start;
+        while let Some(&n) = next(at).and_then(|v| v.first()) {
+            if let Some(i) = path.iter().position(|&p| p == n) {
+                return path[i..].to_vec();
+            }
+            path.push(n);
+            at = n;
+        }
+    }
+    Vec::new()
+}
+
 /// One task's wait at the end of a stalled run.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Wait {

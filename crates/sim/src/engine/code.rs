@@ -1,7 +1,9 @@
-//! Programs compiled once, when the simulation is built: loops become
+//! Programs compiled once, when a run is built: loops become
 //! counted jumps, and every name (port, pipe, futex, lock, condition
 //! variable, barrier, timer, spawned
-//! program, metric) becomes a typed id.
+//! program, metric) becomes a typed id. The simulator's interpreter and
+//! the real executor (`schedlab-real`) run the same compiled code: one
+//! program, two interpreters.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -11,16 +13,16 @@ use crate::program::Op;
 
 /// A spawnable program, by its index among the spec's programs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ProgId(pub u32);
+pub struct ProgId(pub u32);
 
 /// A lap or count metric, by its index among the run's metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct MetricId(pub u32);
+pub struct MetricId(pub u32);
 
 /// One compiled instruction: an op with its names resolved, or a loop's
 /// jump.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Instr {
+pub enum Instr {
     Run(u64),
     Call {
         port: PortId,
@@ -96,7 +98,7 @@ pub(crate) enum Instr {
 
 /// Every program of a run, compiled, and the names behind the ids.
 #[derive(Debug, Default)]
-pub(crate) struct Code {
+pub struct Code {
     /// Spawnable programs by [`ProgId`]: (name, code).
     pub programs: Vec<(String, Rc<[Instr]>)>,
     /// Metric names by [`MetricId`].

@@ -74,7 +74,7 @@ pub use crate::outcome::{Outcome, TaskOutcome};
 use crate::policy::PolicyRef;
 use crate::program::Op;
 
-mod code;
+pub mod code;
 mod family;
 mod interp;
 mod machine;

@@ -6,7 +6,7 @@ use schedlab_sched::{Policy, TaskId, TaskState};
 use super::code::Instr;
 use super::interp::Waiting;
 use super::Engine;
-use crate::outcome::{Stall, StallCause, Wait};
+use crate::outcome::{find_cycle, Stall, StallCause, Wait};
 
 impl<P: Policy> Engine<P> {
     /// The report of a run stopped by `cause`.
@@ -115,28 +115,4 @@ impl<P: Policy> Engine<P> {
             other => (format!("{other:?}"), Vec::new()),
         }
     }
-}
-
-/// A cycle in the wait graph (each task waits on the next), if any: the
-/// first found from the tasks in order.
-fn find_cycle(edges: &[(TaskId, Vec<TaskId>)]) -> Vec<TaskId> {
-    let next = |t: TaskId| {
-        edges
-            .iter()
-            .find(|(k, _)| *k == t)
-            .map(|(_, v)| v.as_slice())
-    };
-    for &(start, _) in edges {
-        // Follow the first edge of each task: a wait names one holder.
-        let mut path = vec![start];
-        let mut at = start;
-        while let Some(&n) = next(at).and_then(|v| v.first()) {
-            if let Some(i) = path.iter().position(|&p| p == n) {
-                return path[i..].to_vec();
-            }
-            path.push(n);
-            at = n;
-        }
-    }
-    Vec::new()
 }
