@@ -64,6 +64,7 @@ pub(crate) fn emit(text: &str, newline: bool) {
 pub mod perfetto;
 mod plot;
 mod pool;
+mod real;
 mod run;
 mod suite;
 mod topo;
@@ -80,7 +81,9 @@ mod trace;
     after_help = "Exit codes: 0 done; 1 a check the command makes failed (--check-determinism); \
 2 bad input or usage (the message names the file, line and column); \
 3 a run stalled: tasks blocked for ever, a program spinning without spending time, \
-or a full task table (`run` prints what waits on what; --allow-stall exits 0)."
+or a full task table (`run` prints what waits on what; --allow-stall exits 0); \
+4 a real run (--real) could not be carried out (the kernel refused a call, a task's op failed); \
+130 a real run interrupted (Ctrl-C), its processes ended and tracefs restored."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -115,6 +118,11 @@ pub enum Failure {
     /// A run stalled (tasks blocked for ever, the watchdog, a full task
     /// table): exit 3.
     Stall(String),
+    /// A real run could not be carried out (the kernel refused a call, a
+    /// task's op failed).
+    Real(String),
+    /// Ctrl-C during a real run (processes ended, tracefs restored).
+    Interrupted,
 }
 
 /// The `schedlab` command with the built-in policies.
@@ -154,6 +162,14 @@ pub fn main_with(registry: Registry) -> ExitCode {
         Err(Failure::Stall(msg)) => {
             eprintln!("schedlab: {msg}");
             ExitCode::from(3)
+        }
+        Err(Failure::Real(msg)) => {
+            eprintln!("schedlab: a real run failed: {msg}");
+            ExitCode::from(4)
+        }
+        Err(Failure::Interrupted) => {
+            eprintln!("schedlab: interrupted: every process of the run ended, tracefs restored");
+            ExitCode::from(130)
         }
     }
 }

@@ -39,6 +39,10 @@ pub struct Common {
     /// do not depend on it.
     #[arg(long, value_name = "N")]
     pub(crate) jobs: Option<usize>,
+    /// Run for real: the scenario's programs as threads and processes on
+    /// this machine, under its kernel, with the kernel's record (root).
+    #[arg(long)]
+    pub(crate) real: bool,
 }
 
 #[derive(Args, Debug)]
@@ -60,6 +64,9 @@ pub struct RunArgs {
     /// Exit 0 though a run stalled (its report still prints).
     #[arg(long)]
     allow_stall: bool,
+    /// With --real: runs 1..=N (a rep plays a seed's role).
+    #[arg(long, value_name = "N", requires = "real")]
+    reps: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -125,6 +132,9 @@ pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, 
     let p = Params::parse(&all)
         .map_err(|e| Failure::Input(e.0))?
         .with_registry(reg.clone());
+    if c.real {
+        return crate::real::build(c, p);
+    }
     let mut s = if c.scenario.ends_with(".toml") {
         if c.topology.is_some() {
             return Err(Failure::Input(
@@ -163,7 +173,7 @@ pub fn figures(s: &Scenario, o: &Outcome) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn num(v: f64) -> Value {
+pub(crate) fn num(v: f64) -> Value {
     if v.fract() == 0.0 && v.abs() < 9e15 {
         json!(v as i64)
     } else {
@@ -189,6 +199,10 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         return Ok(());
     }
     let s = build(&a.common, &a.common.params, reg)?;
+    if a.common.real {
+        let reps = a.reps.or(a.seeds).unwrap_or(1);
+        return crate::real::run(&s, reps, a.common.json, a.allow_stall);
+    }
     let seeds: Vec<u64> = match (a.seed, a.seeds) {
         (Some(s), _) => vec![s],
         (None, Some(n)) => (1..=n).collect(),
@@ -277,7 +291,7 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
 
 /// Each stalled run's report on stderr; exit 3 when one stalled, unless
 /// `allow`.
-fn stalled(outs: &[Outcome], allow: bool) -> Result<(), Failure> {
+pub(crate) fn stalled(outs: &[Outcome], allow: bool) -> Result<(), Failure> {
     let n = outs.iter().filter(|o| o.stall.is_some()).count();
     for o in outs {
         if let Some(st) = &o.stall {
@@ -293,7 +307,7 @@ fn stalled(outs: &[Outcome], allow: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-fn fmt(v: f64) -> String {
+pub(crate) fn fmt(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {

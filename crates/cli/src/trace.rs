@@ -70,11 +70,6 @@ const SEQ: u32 = 1;
 /// Linux's priority of a nice-0 task.
 const PRIO: i32 = 120;
 
-/// A task's pid in the trace: its id + 1 (0 is idle).
-pub fn pid(task: Option<schedlab_sim::sched::TaskId>) -> i32 {
-    task.map_or(0, |t| t.0 as i32 + 1)
-}
-
 /// `prev_state` as ftrace writes it: 0 runnable (R), 1 sleeping (S),
 /// 0x10 dead (X, EXIT_DEAD).
 pub fn prev_state_bits(s: PrevState) -> i64 {
@@ -87,6 +82,9 @@ pub fn prev_state_bits(s: PrevState) -> i64 {
 
 pub fn run(a: &TraceArgs, reg: &Registry) -> Result<(), Failure> {
     let mut s = build(&a.common, &a.common.params, reg)?;
+    if a.common.real {
+        return real(a, &s);
+    }
     s.spec.keep_events = true;
     let o = Sim::new(&s.spec, a.seed).run();
     let (from, to) = (a.from.unwrap_or(0), a.to.unwrap_or(u64::MAX));
@@ -121,6 +119,65 @@ pub fn run(a: &TraceArgs, reg: &Registry) -> Result<(), Failure> {
         count(|k| matches!(k, EventKind::Waking { .. })),
         count(|k| matches!(k, EventKind::Kick { .. })),
         count(|k| matches!(k, EventKind::Place { .. })),
+        bytes.len()
+    );
+    Ok(())
+}
+
+/// `schedlab trace --real`: one real run's kernel record as the same
+/// Perfetto trace, with the kernel's thread and process ids.
+fn real(a: &TraceArgs, s: &schedlab_scenarios::Scenario) -> Result<(), Failure> {
+    let mut outs = crate::real::run_reps(s, 1, true)?;
+    let r = outs.pop().expect("one rep");
+    let Some(k) = &r.kernel else {
+        return Err(Failure::Input(format!(
+            "a real trace needs the kernel's record, which is missing: {}",
+            r.no_record.unwrap_or_default()
+        )));
+    };
+    let (from, to) = (a.from.unwrap_or(0), a.to.unwrap_or(u64::MAX));
+    let events: Vec<&Event> = r
+        .outcome
+        .event_log
+        .iter()
+        .filter(|e| e.at >= from && e.at < to)
+        .collect();
+    if a.common.json {
+        for e in &events {
+            say!("{}", serde_json::to_string(e).expect("plain data"));
+        }
+        return Ok(());
+    }
+    let mut processes: BTreeMap<i32, String> = BTreeMap::new();
+    for (tid, tgid, name) in k.threads.values().map(|t| (t.tid, t.tgid, &t.name)) {
+        let p = if tid == tgid {
+            name.clone()
+        } else {
+            format!("{} ({})", s.name, tgid)
+        };
+        processes.entry(tgid).or_insert(p);
+    }
+    let who = Who {
+        threads: k
+            .threads
+            .iter()
+            .map(|(&id, t)| (id, (t.tid, t.tgid, t.name.clone())))
+            .collect(),
+        processes,
+    };
+    let bytes = perfetto_of(&who, &r.outcome, &events);
+    let path = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.real.pftrace", s.name)));
+    std::fs::write(&path, &bytes)
+        .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
+    let count = |f: fn(&EventKind) -> bool| events.iter().filter(|e| f(&e.kind)).count();
+    say!(
+        "{}: the kernel's record of a real run: {} switches, {} wakings, {} bytes; open it at https://ui.perfetto.dev (\"Open trace file\")",
+        path.display(),
+        count(|k| matches!(k, EventKind::Switch { .. })),
+        count(|k| matches!(k, EventKind::Waking { .. })),
         bytes.len()
     );
     Ok(())
@@ -169,60 +226,110 @@ fn track_event(kind: Type, track: u64) -> TrackEvent {
     }
 }
 
+/// Who the trace's threads are: per task id, its thread id, process id
+/// and name; per process id, its name. A simulated run's tasks are one
+/// process's threads (pid `id + 1`); a real run's are the kernel's own.
+pub struct Who {
+    pub threads: BTreeMap<u32, (i32, i32, String)>,
+    pub processes: BTreeMap<i32, String>,
+}
+
+impl Who {
+    /// A simulated run: every task a thread of one process.
+    pub fn simulated(scenario: &str, o: &Outcome) -> Who {
+        Who {
+            threads: o
+                .task_names
+                .iter()
+                .map(|(&id, n)| (id, (id as i32 + 1, PROCESS_PID, n.clone())))
+                .collect(),
+            processes: [(PROCESS_PID, scenario.to_string())].into(),
+        }
+    }
+
+    fn tid(&self, t: Option<schedlab_sim::sched::TaskId>) -> i32 {
+        t.map_or(0, |t| {
+            self.threads.get(&t.0).map_or(t.0 as i32 + 1, |w| w.0)
+        })
+    }
+
+    fn comm(&self, t: Option<schedlab_sim::sched::TaskId>) -> String {
+        match t {
+            Some(t) => self
+                .threads
+                .get(&t.0)
+                .map_or_else(|| format!("task{}", t.0), |w| w.2.clone()),
+            None => "swapper".to_string(),
+        }
+    }
+}
+
 /// The trace of `events` (a run of `scenario` whose outcome is `o`).
 pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
-    let comm = |t: Option<schedlab_sim::sched::TaskId>| match t {
-        Some(t) => o
-            .task_names
-            .get(&t.0)
-            .cloned()
-            .unwrap_or_else(|| format!("task{}", t.0)),
-        None => "swapper".to_string(),
-    };
+    perfetto_of(&Who::simulated(scenario, o), o, events)
+}
+
+/// The trace of `events`, its threads named by `who`.
+pub fn perfetto_of(who: &Who, o: &Outcome, events: &[&Event]) -> Vec<u8> {
+    let comm = |t: Option<schedlab_sim::sched::TaskId>| who.comm(t);
+    let pid = |t: Option<schedlab_sim::sched::TaskId>| who.tid(t);
     let mut trace = Trace::default();
     let mut first = true;
 
     // Who is who: the process tree, and track descriptors.
     let tree = ProcessTree {
-        processes: vec![Process {
-            pid: Some(PROCESS_PID),
-            cmdline: vec![scenario.to_string()],
-        }],
-        threads: o
-            .task_names
+        processes: who
+            .processes
             .iter()
-            .map(|(&id, name)| Thread {
-                tid: Some(id as i32 + 1),
-                tgid: Some(PROCESS_PID),
+            .map(|(&p, name)| Process {
+                pid: Some(p),
+                cmdline: vec![name.clone()],
+            })
+            .collect(),
+        threads: who
+            .threads
+            .values()
+            .map(|(tid, tgid, name)| Thread {
+                tid: Some(*tid),
+                tgid: Some(*tgid),
                 name: Some(name.clone()),
             })
             .collect(),
     };
     trace.packet.push(packet(0, Data::ProcessTree(tree)));
 
-    let process_uuid = 1u64;
+    // The simulated process keeps uuid 1 (the fixture's bytes).
+    let process_uuid = |pid: i32| {
+        if pid == PROCESS_PID {
+            1
+        } else {
+            1u64 << 40 | pid as u32 as u64
+        }
+    };
     let thread_uuid = |id: u32| 1_000 + id as u64;
     let runq_uuid = |cpu: usize| 1_000_000 + cpu as u64;
     let streak_uuid = |id: u32| 2_000_000 + id as u64;
     let llc_uuid = |l: usize| 3_000_000 + l as u64;
-    let td = TrackDescriptor {
-        uuid: Some(process_uuid),
-        process: Some(ProcessDescriptor {
-            pid: Some(PROCESS_PID),
-            process_name: Some(scenario.to_string()),
-        }),
-        ..TrackDescriptor::default()
-    };
-    trace
-        .packet
-        .push(track_packet(0, Data::TrackDescriptor(td), &mut first));
-    for (&id, name) in &o.task_names {
+    for (&p, name) in &who.processes {
+        let td = TrackDescriptor {
+            uuid: Some(process_uuid(p)),
+            process: Some(ProcessDescriptor {
+                pid: Some(p),
+                process_name: Some(name.clone()),
+            }),
+            ..TrackDescriptor::default()
+        };
+        trace
+            .packet
+            .push(track_packet(0, Data::TrackDescriptor(td), &mut first));
+    }
+    for (&id, (tid, tgid, name)) in &who.threads {
         let td = TrackDescriptor {
             uuid: Some(thread_uuid(id)),
-            parent_uuid: Some(process_uuid),
+            parent_uuid: Some(process_uuid(*tgid)),
             thread: Some(ThreadDescriptor {
-                pid: Some(PROCESS_PID),
-                tid: Some(id as i32 + 1),
+                pid: Some(*tgid),
+                tid: Some(*tid),
                 thread_name: Some(name.clone()),
             }),
             ..TrackDescriptor::default()

@@ -1,0 +1,567 @@
+//! The real interpreter: a task's compiled program (the simulator's
+//! `Instr`s, compiled by the simulator's `Code`) run op by op on a real
+//! thread. What each op does is in the crate doc.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::{Arc, Mutex};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use schedlab_sim::engine::code::Instr;
+use serde::{Deserialize, Serialize};
+
+use crate::objects::Objects;
+use crate::shm::{ctl, slot, Shm, State};
+use crate::sys;
+
+/// How an initial task starts: where, and with what the kernel is asked.
+#[derive(Clone, Debug)]
+pub struct TaskStart {
+    pub name: String,
+    pub cpu: usize,
+    /// Its mask, `None`: every CPU of the machine.
+    pub mask: Option<Vec<usize>>,
+    pub nice: i8,
+    pub rt: Option<u8>,
+    pub slice_ns: Option<u64>,
+    pub cookie: u64,
+    pub proc: usize,
+}
+
+/// What a run's processes share, built before the first fork (each
+/// process has its own copy; the mapping is the one thing shared).
+pub struct Run {
+    pub shm: Shm,
+    pub kinds: crate::objects::Kinds,
+    /// Initial tasks' programs by task index, then the spawnable programs
+    /// by id.
+    pub programs: Vec<Arc<[Instr]>>,
+    /// Spawnable programs' names by id.
+    pub spawnable: Vec<String>,
+    pub tasks: Vec<TaskStart>,
+    /// Pipes by id: (read end, write end).
+    pub pipes: Vec<(i32, i32)>,
+    /// The file `io` ops read, and its size.
+    pub io_file: Option<(i32, u64)>,
+    /// The largest pipe op, bytes.
+    pub max_pipe: usize,
+    pub machine_cpus: Vec<usize>,
+    pub seed: u64,
+    /// Slots: the initial tasks' and room for `max_tasks` spawned ones.
+    pub slots: usize,
+}
+
+/// What one task measured, as its process reports it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Record {
+    pub slot: usize,
+    pub name: String,
+    pub tid: i32,
+    /// Laps by metric id, ns.
+    pub laps: BTreeMap<u32, Vec<u64>>,
+    pub counts: BTreeMap<u32, u64>,
+    pub cpu_ns: u64,
+    /// Since the run began.
+    pub exited_at: Option<u64>,
+    pub final_cpu: Option<usize>,
+    /// What went wrong, when an op could not be carried out.
+    pub fault: Option<String>,
+}
+
+/// One process's own shared state: its tasks' records, how many of its
+/// threads are live, and the spawned names it has given.
+pub struct Proc {
+    pub index: usize,
+    pub records: Mutex<Vec<Arc<Mutex<Record>>>>,
+    pub live: AtomicUsize,
+    names: Mutex<BTreeMap<String, u32>>,
+}
+
+impl Proc {
+    pub fn new(index: usize) -> Proc {
+        Proc {
+            index,
+            records: Mutex::new(Vec::new()),
+            live: AtomicUsize::new(0),
+            names: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// A spawned task's name: `parent.program`, numbered apart (`#k`)
+    /// after the first, as the simulator names them (recursion keeps the
+    /// parent's name).
+    fn spawn_name(&self, parent: &str, program: &str) -> String {
+        let base = if parent.ends_with(&format!(".{program}"))
+            || parent.contains(&format!(".{program}#"))
+        {
+            parent.split('#').next().unwrap_or(parent).to_string()
+        } else {
+            format!("{parent}.{program}")
+        };
+        let mut names = self.names.lock().expect("no panics under it");
+        let k = names.entry(base.clone()).or_insert(0);
+        *k += 1;
+        if *k == 1 {
+            base
+        } else {
+            format!("{base}#{}", *k - 1)
+        }
+    }
+
+    fn add(&self, r: Record) -> Arc<Mutex<Record>> {
+        let r = Arc::new(Mutex::new(r));
+        self.records
+            .lock()
+            .expect("no panics under it")
+            .push(r.clone());
+        r
+    }
+}
+
+/// A task's own view while it runs.
+struct Task<'a> {
+    run: &'a Arc<Run>,
+    proc: &'a Arc<Proc>,
+    objs: Objects<'a>,
+    me: usize,
+    rec: Arc<Mutex<Record>>,
+    rng: ChaCha8Rng,
+    /// The futex generations it has seen.
+    seen: Vec<u32>,
+    lap_at: Vec<(u32, u64)>,
+    /// The client whose request it serves.
+    serving: Option<usize>,
+    children: std::collections::VecDeque<(usize, std::thread::JoinHandle<()>)>,
+    buf: Vec<u8>,
+}
+
+/// Starts a task's thread in this process: `slot` holds it, `prog` is its
+/// program; an initial task pins itself to its start CPU and waits for
+/// `GO` first.
+pub fn start(
+    run: &Arc<Run>,
+    proc: &Arc<Proc>,
+    me: usize,
+    prog: usize,
+    name: String,
+    initial: Option<usize>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let shm = &run.shm;
+    shm.slot(me, slot::PROG).store(prog as u32, Relaxed);
+    shm.slot(me, slot::PROC).store(proc.index as u32, Relaxed);
+    shm.slot(me, slot::STATE)
+        .store(State::Running as u32, Release);
+    proc.live.fetch_add(1, SeqCst);
+    let rec = proc.add(Record {
+        slot: me,
+        name: name.clone(),
+        ..Record::default()
+    });
+    let (run, proc) = (run.clone(), proc.clone());
+    // The thread's comm is the task's name (15 bytes at most), so the
+    // kernel's record names it.
+    let comm: String = name.chars().take(15).collect();
+    std::thread::Builder::new().name(comm).spawn(move || {
+        let r = rec.clone();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            thread_main(&run, &proc, me, prog, rec, initial)
+        }));
+        let fault = match result {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(p) => Some(format!(
+                "panicked: {}",
+                p.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            )),
+        };
+        finish(&run, &proc, me, &r, fault);
+    })
+}
+
+/// A task's thread, after its program ends (or faults): its record, its
+/// slot, its parent's and its process's counts.
+fn finish(run: &Run, proc: &Proc, me: usize, rec: &Mutex<Record>, fault: Option<String>) {
+    let shm = &run.shm;
+    {
+        let mut r = rec.lock().unwrap_or_else(|e| e.into_inner());
+        r.cpu_ns = sys::thread_cpu_ns();
+        r.final_cpu = Some(sys::current_cpu());
+        r.exited_at = Some(sys::now().saturating_sub(shm.t0().load(Acquire)));
+        if fault.is_some() {
+            r.fault = fault;
+            let _ = shm
+                .ctl(ctl::FAULT)
+                .compare_exchange(0, me as u32 + 1, SeqCst, SeqCst);
+        }
+    }
+    shm.slot(me, slot::STATE)
+        .store(State::Exited as u32, Release);
+    // Its exit wakes a parent waiting in `join_any`.
+    if let parent @ 1.. = shm.slot(me, slot::PARENT).load(Acquire) {
+        let w = shm.slot(parent as usize - 1, slot::EXITS);
+        w.fetch_add(1, Release);
+        sys::futex_wake(w, 1);
+    }
+    if proc.live.fetch_sub(1, SeqCst) == 1 {
+        let m = shm.manager(proc.index);
+        m.fetch_add(1, Release);
+        sys::futex_wake(m, 1);
+    }
+}
+
+fn thread_main(
+    run: &Arc<Run>,
+    proc: &Arc<Proc>,
+    me: usize,
+    prog: usize,
+    rec: Arc<Mutex<Record>>,
+    initial: Option<usize>,
+) -> Result<(), String> {
+    let shm = &run.shm;
+    let tid = sys::gettid();
+    shm.slot(me, slot::TID).store(tid as u32, Release);
+    rec.lock().expect("ours").tid = tid;
+    if let Some(i) = initial {
+        let t = &run.tasks[i];
+        prepare(t)?;
+        shm.ctl(ctl::READY).fetch_add(1, SeqCst);
+        sys::futex_wake(shm.ctl(ctl::READY), 1);
+        let go = shm.ctl(ctl::GO);
+        while go.load(Acquire) == 0 {
+            sys::futex_wait(go, 0, None);
+        }
+        // Started where the scenario put it; from here the kernel places it.
+        let mask = t.mask.as_deref().unwrap_or(&run.machine_cpus);
+        sys::set_affinity(mask).map_err(|e| format!("{}: sched_setaffinity: {e}", t.name))?;
+    }
+    let mut task = Task {
+        run,
+        proc,
+        objs: Objects { shm, k: run.kinds },
+        me,
+        rec,
+        rng: ChaCha8Rng::seed_from_u64(run.seed ^ (me as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        seen: vec![0; run.kinds.timers - run.kinds.futexes],
+        lap_at: Vec::new(),
+        serving: None,
+        children: Default::default(),
+        buf: Vec::new(),
+    };
+    let r = task.interpret(&run.programs[prog]);
+    // Children it never joined go on: the process waits for them.
+    for (_, h) in task.children.drain(..) {
+        drop(h);
+    }
+    r
+}
+
+/// An initial task's attributes, asked of the kernel on its own thread
+/// before it starts: its start CPU (pinned), nice or SCHED_FIFO, slice,
+/// core-scheduling cookie.
+fn prepare(t: &TaskStart) -> Result<(), String> {
+    let name = &t.name;
+    sys::set_affinity(&[t.cpu]).map_err(|e| format!("{name}: pinning to cpu{}: {e}", t.cpu))?;
+    match t.rt {
+        Some(p) => sys::set_fifo(p).map_err(|e| {
+            format!("{name}: SCHED_FIFO priority {p}: {e} (a real-time task needs root or CAP_SYS_NICE)")
+        })?,
+        None if t.nice != 0 => sys::set_nice(t.nice).map_err(|e| {
+            format!("{name}: nice {}: {e} (a negative nice needs root or CAP_SYS_NICE)", t.nice)
+        })?,
+        None => {}
+    }
+    if let Some(ns) = t.slice_ns {
+        sys::set_slice(ns, t.nice).map_err(|e| {
+            format!("{name}: a slice of {ns} ns (sched_setattr's sched_runtime, taken by EEVDF since Linux 6.12): {e}")
+        })?;
+    }
+    if t.cookie != 0 {
+        sys::core_cookie_create()
+            .map_err(|e| format!("{name}: a core-scheduling cookie (PR_SCHED_CORE): {e}"))?;
+    }
+    Ok(())
+}
+
+/// Spins until this thread has used `ns` more of CPU time, or the run
+/// stops.
+pub fn spin_cpu(ns: u64, stop: &std::sync::atomic::AtomicU32) {
+    let end = sys::thread_cpu_ns() + ns;
+    while sys::thread_cpu_ns() < end && stop.load(Relaxed) == 0 {
+        for _ in 0..16 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl Task<'_> {
+    fn interpret(&mut self, code: &[Instr]) -> Result<(), String> {
+        let shm = &self.run.shm;
+        let stop = shm.ctl(ctl::STOP);
+        let pc_word = shm.slot(self.me, slot::PC);
+        let mut left: Vec<u64> = vec![0; code.len()];
+        let mut pc = 0;
+        while pc < code.len() {
+            if stop.load(Relaxed) != 0 {
+                return Ok(());
+            }
+            pc_word.store(pc as u32, Relaxed);
+            match code[pc] {
+                Instr::LoopStart { n, end } => {
+                    if n == 0 {
+                        pc = end + 1;
+                    } else {
+                        left[pc] = n;
+                        pc += 1;
+                    }
+                    continue;
+                }
+                Instr::LoopEnd { start } => {
+                    left[start] -= 1;
+                    pc = if left[start] > 0 { start + 1 } else { pc + 1 };
+                    continue;
+                }
+                Instr::Exit => return Ok(()),
+                op => self.op(op)?,
+            }
+            pc += 1;
+        }
+        Ok(())
+    }
+
+    fn lap(&mut self, m: u32, now: u64) -> Option<u64> {
+        match self.lap_at.iter_mut().find(|(k, _)| *k == m) {
+            Some((_, at)) => Some(std::mem::replace(at, now)),
+            None => {
+                self.lap_at.push((m, now));
+                None
+            }
+        }
+    }
+
+    fn push_lap(&self, m: u32, d: u64) {
+        let mut r = self.rec.lock().expect("ours");
+        r.laps.entry(m).or_default().push(d);
+    }
+
+    fn bytes(&mut self, n: u64) -> &mut [u8] {
+        let n = n as usize;
+        if self.buf.len() < n {
+            self.buf.resize(n, 0x5a);
+        }
+        &mut self.buf[..n]
+    }
+
+    /// Sleeps in an op that ends by itself.
+    fn timed(&self, f: impl FnOnce()) {
+        self.objs.waiting(self.me, 0, State::Timed);
+        f();
+        self.objs.running(self.me);
+    }
+
+    fn op(&mut self, op: Instr) -> Result<(), String> {
+        let (me, objs) = (self.me, &self.objs);
+        let shm = &self.run.shm;
+        match op {
+            Instr::Run(ns) => spin_cpu(ns, shm.ctl(ctl::STOP)),
+            Instr::RunFor(ns) => {
+                let end = sys::now() + ns;
+                while sys::now() < end && shm.ctl(ctl::STOP).load(Relaxed) == 0 {
+                    std::hint::spin_loop();
+                }
+            }
+            Instr::Call { port, bytes } => {
+                let b = self.bytes(bytes).to_vec();
+                shm.put(me, &b);
+                self.objs.call(port.index(), bytes, me);
+                let n = shm.slot(me, slot::REPLY_BYTES).load(Acquire) as u64;
+                let mut got = vec![0; n as usize];
+                shm.get(me, &mut got);
+            }
+            Instr::Serve(port) => {
+                let c = objs.serve(port.index(), me);
+                let n = shm.slot(c, slot::REQ_BYTES).load(Acquire) as u64;
+                let mut got = vec![0; n as usize];
+                shm.get(c, &mut got);
+                self.serving = Some(c);
+            }
+            Instr::Reply { bytes } => {
+                let c = self
+                    .serving
+                    .take()
+                    .ok_or("reply with no request being served")?;
+                let b = self.bytes(bytes).to_vec();
+                shm.put(c, &b);
+                shm.slot(c, slot::REPLY_BYTES).store(bytes as u32, Relaxed);
+                self.objs.post(c);
+            }
+            Instr::PipeWrite { pipe, bytes } => {
+                let fd = self.run.pipes[pipe.index()].1;
+                self.objs
+                    .waiting(me, self.run.kinds.total + pipe.index(), State::Waiting);
+                let b = self.bytes(bytes).to_vec();
+                sys::write_all(fd, &b).map_err(|e| format!("pipe write: {e}"))?;
+                self.objs.running(me);
+            }
+            Instr::PipeRead { pipe, bytes } => {
+                let fd = self.run.pipes[pipe.index()].0;
+                self.objs
+                    .waiting(me, self.run.kinds.total + pipe.index(), State::Waiting);
+                let b = self.bytes(bytes);
+                if !sys::read_exact(fd, b).map_err(|e| format!("pipe read: {e}"))? {
+                    return Err("pipe read: end of file".into());
+                }
+                self.objs.running(me);
+            }
+            Instr::FutexWait(f) => {
+                let (w, seen) = (objs.futex(f.index()), self.seen[f.index()]);
+                objs.waiting(me, self.run.kinds.futexes + f.index(), State::Waiting);
+                loop {
+                    let now = w.load(Acquire);
+                    if now != seen {
+                        self.seen[f.index()] = now;
+                        break;
+                    }
+                    sys::futex_wait(w, seen, None);
+                }
+                let at = objs.futex_woken_at(f.index()).load(Relaxed);
+                shm.woken_at(me).store(at, Relaxed);
+                objs.running(me);
+            }
+            Instr::FutexWake { futex, n } => {
+                let w = objs.futex(futex.index());
+                w.fetch_add(1, Release);
+                objs.futex_woken_at(futex.index())
+                    .store(sys::now(), Relaxed);
+                sys::futex_wake(w, n);
+            }
+            Instr::CondWait { cond, lock } => {
+                objs.cond_wait(cond.index(), lock.map(|l| l.index()), me)
+            }
+            Instr::CondSignal(c) => objs.cond_signal(c.index(), false),
+            Instr::CondBroadcast(c) => objs.cond_signal(c.index(), true),
+            Instr::Barrier { barrier, n } => objs.barrier(barrier.index(), n, me),
+            Instr::Timer {
+                timer,
+                period,
+                absolute,
+            } => {
+                let t0 = shm.t0().load(Acquire);
+                let now = sys::now().saturating_sub(t0);
+                if let Some(at) = objs.timer_next(timer.index(), now, period, absolute) {
+                    self.timed(|| sys::sleep_until(t0 + at));
+                }
+            }
+            Instr::Lock(l) => objs.lock(l.index(), me),
+            Instr::Unlock(l) => objs.unlock(l.index()),
+            Instr::Sleep(ns) => self.timed(|| sys::sleep_ns(ns)),
+            Instr::RandomSleep { min, max } => {
+                let ns = self.rng.gen_range(min..=max.max(min));
+                self.timed(|| sys::sleep_ns(ns));
+            }
+            Instr::ExpSleep { mean } => {
+                let u: f64 = self.rng.gen_range(f64::EPSILON..1.0);
+                let ns = (-u.ln() * mean as f64) as u64;
+                self.timed(|| sys::sleep_ns(ns));
+            }
+            Instr::Io(_) => {
+                let (fd, size) = self.run.io_file.ok_or("io with no file")?;
+                let at = self.rng.gen_range(0..size / 4096) * 4096;
+                let mut page = [0u8; 4096];
+                self.objs.waiting(me, 0, State::Timed);
+                sys::pread(fd, &mut page, at).map_err(|e| format!("io: pread: {e}"))?;
+                self.objs.running(me);
+            }
+            Instr::Spawn(p) => self.spawn(p.0 as usize)?,
+            Instr::Join => {
+                if let Some((child, h)) = self.children.pop_front() {
+                    objs.waiting(me, child, State::Waiting);
+                    h.join().map_err(|_| "a joined thread panicked")?;
+                    objs.running(me);
+                }
+            }
+            Instr::JoinAny => self.join_any()?,
+            Instr::Yield => sys::yield_now(),
+            // Linux has no "leaving" bit: a real thread's wakes name it
+            // until it has exited.
+            Instr::Leave => {}
+            Instr::LapStart(m) => {
+                self.lap(m.0, sys::now());
+            }
+            Instr::Lap(m) => {
+                let now = sys::now();
+                if let Some(prev) = self.lap(m.0, now) {
+                    self.push_lap(m.0, now - prev);
+                }
+            }
+            Instr::WakeLap(m) => {
+                let at = shm.woken_at(me).load(Relaxed);
+                if at != 0 {
+                    self.push_lap(m.0, sys::now().saturating_sub(at));
+                }
+            }
+            Instr::Count { metric, n } => {
+                *self
+                    .rec
+                    .lock()
+                    .expect("ours")
+                    .counts
+                    .entry(metric.0)
+                    .or_default() += n;
+            }
+            Instr::Exit | Instr::LoopStart { .. } | Instr::LoopEnd { .. } => {
+                unreachable!("stepped by interpret")
+            }
+        }
+        Ok(())
+    }
+
+    /// A thread of this process running spawnable program `p`, in a free
+    /// slot.
+    fn spawn(&mut self, p: usize) -> Result<(), String> {
+        let shm = &self.run.shm;
+        let s = shm.ctl(ctl::NEXT_SLOT).fetch_add(1, SeqCst) as usize;
+        if s >= self.run.slots {
+            let _ =
+                shm.ctl(ctl::TABLE_FULL)
+                    .compare_exchange(0, self.me as u32 + 1, SeqCst, SeqCst);
+            return Ok(());
+        }
+        let parent = self.rec.lock().expect("ours").name.clone();
+        let name = self.proc.spawn_name(&parent, &self.run.spawnable[p]);
+        shm.slot(s, slot::PARENT).store(self.me as u32 + 1, Relaxed);
+        let h = start(self.run, self.proc, s, self.run.tasks.len() + p, name, None)
+            .map_err(|e| format!("spawn: {e}"))?;
+        self.children.push_back((s, h));
+        Ok(())
+    }
+
+    /// `wait4(-1)`: reaps a child that has exited, waiting for one when
+    /// none has; at once when there is no child.
+    fn join_any(&mut self) -> Result<(), String> {
+        let shm = &self.run.shm;
+        let exits = shm.slot(self.me, slot::EXITS);
+        let mut marked = false;
+        while !self.children.is_empty() {
+            let seen = exits.load(Acquire);
+            if let Some(i) = self.children.iter().position(|(c, _)| {
+                State::of(shm.slot(*c, slot::STATE).load(Acquire)) == State::Exited
+            }) {
+                let (_, h) = self.children.remove(i).expect("found");
+                h.join().map_err(|_| "a joined thread panicked")?;
+                break;
+            }
+            if !marked {
+                self.objs.waiting(self.me, self.me, State::Waiting);
+                marked = true;
+            }
+            sys::futex_wait(exits, seen, None);
+        }
+        self.objs.running(self.me);
+        Ok(())
+    }
+}

@@ -1,0 +1,289 @@
+//! The real executor: a scenario's programs run as real threads and
+//! processes on the machine the tool runs on, under that machine's own
+//! kernel scheduler, with the kernel's own record of the run.
+//!
+//! One program, two interpreters: a real run compiles the scenario with
+//! the simulator's own `Code` (the same `Instr`s, the same object ids) and
+//! runs each task's program op by op on a thread ([`exec`]). Figures are
+//! computed from the simulator's `Outcome` type by the same `Figure`s, so
+//! a real run prints the same table as a simulated one.
+//!
+//! ## What each op does for real
+//!
+//! | op | on this machine |
+//! |---|---|
+//! | `run ns` | spins until the thread has used `ns` more of its own CPU time (`CLOCK_THREAD_CPUTIME_ID`), so preemption never shortens work |
+//! | `run_for ns` | spins until `ns` of `CLOCK_MONOTONIC` have passed |
+//! | `call` / `serve` / `reply` | a port in shared memory: the request's bytes are copied into the client's buffer, the client queued and the server woken with `FUTEX_WAKE` if it waits; the reply's bytes are copied back and the client woken the same way (futexes in shared memory, not sockets: one wake per message, as the simulator posts) |
+//! | `pipe_write` / `pipe_read` | a kernel pipe (`pipe2`, sized with `F_SETPIPE_SZ` to the scenario's capacity, rounded up by the kernel to a power of two pages); a read of N bytes reads until it has all N |
+//! | `futex_wait` / `futex_wake n` | `FUTEX_WAIT` / `FUTEX_WAKE` on a generation word, as the simulator's futex: a wait goes on at once when the word moved since the task last saw it |
+//! | `lock` / `unlock` | a FIFO hand-off lock (the simulator's): an unlock hands it to the first waiter and wakes it |
+//! | `cond_wait` / `cond_signal` / `cond_broadcast` | a condition variable: a signal picks the first waiter; a signal nobody waits for is lost |
+//! | `barrier` | the last of `n` arrivals wakes the rest |
+//! | `sleep`, `random_sleep`, `exp_sleep` | `clock_nanosleep` |
+//! | `timer` | `clock_nanosleep` with `TIMER_ABSTIME` to the timer's next expiry (the simulator's `Timer` rule) |
+//! | `io` | a `pread` of 4 KiB at a random page of a 16 MiB file the run writes and removes. On this machine the file sits in the page cache, so an `io` is a syscall and a copy, not a device wait: its `ns` is not used |
+//! | `spawn` / `join` / `join_any` / `exit` | a thread of the same process; `join` is `pthread_join`; `join_any` waits until any child has exited |
+//! | `yield` | `sched_yield` |
+//! | `leave` | nothing: Linux has no "leaving" bit; a thread's wakes name it until it exits |
+//! | `lap`, `lap_start`, `wake_lap`, `count` | `CLOCK_MONOTONIC`; a wake lap measures from when the waker posted the wake (ports, locks, conditions, barriers, futexes; not pipes) |
+//!
+//! The objects' wait protocol is in [`objects`]: every futex wake a run
+//! makes is one the scenario asked for.
+//!
+//! A task starts pinned to its start CPU, waits there until every task is
+//! ready, then takes its mask back (`sched_setaffinity`) and the kernel
+//! places it from then on, as the simulator's scheduler does. `nice` is
+//! `setpriority`, `rt` is `SCHED_FIFO` (root), `slice_ns` is
+//! `sched_setattr`'s `sched_runtime`, a cookie is `PR_SCHED_CORE` (a clear
+//! error on a kernel without `CONFIG_SCHED_CORE`).
+//!
+//! Each scenario process is a real process, forked from one thread before
+//! any task starts; the objects they share sit in one `MAP_SHARED`
+//! mapping ([`shm`]) and the pipes are inherited descriptors. The parent
+//! takes no part: it starts the run, watches it and reads it back.
+//!
+//! ## How a run ends, and what it leaves
+//!
+//! A run ends when every task has exited, at the scenario's `run_ms`, when
+//! every live task has waited on another for 200 ms with no new wait
+//! begun (a stall: the report names who waits on what, as the simulator's
+//! does), when a task's op fails, or on Ctrl-C. Each process then reports
+//! its tasks' records over a pipe and exits; the parent kills and reaps
+//! every process it forked, whatever happened (`Drop`), and every child
+//! dies with the parent (`PR_SET_PDEATHSIG`). tracefs is restored by
+//! [`tracefs::Capture`]'s `Drop`.
+//!
+//! ## What a real run cannot have
+//!
+//! It has no trace hash (a real schedule is not reproducible), no LLC
+//! warmth or refill (the hardware does not say), no scheduler placement
+//! reasons (the kernel does not record why it placed a task), no IPI
+//! counts and no flagged wakes: [`MISSING`] lists them, and outputs say so
+//! instead of printing a value.
+//!
+//! ## Cost
+//!
+//! `cargo bench -p schedlab-real --bench ops` measures the executor's own
+//! cost per op (a lap, a futex round trip between two threads, a `run` of
+//! 1 µs); the figures for this machine are in `docs/REAL.md`.
+
+pub mod exec;
+pub mod objects;
+pub mod record;
+mod run;
+pub mod shm;
+pub mod sys;
+pub mod tracefs;
+
+use std::collections::BTreeMap;
+
+pub use record::KernelRecord;
+use schedlab_sim::{Outcome, SimSpec, StallCause};
+
+/// What a real run cannot measure, and why.
+pub const MISSING: [(&str, &str); 5] = [
+    ("trace_hash", "a real schedule is not reproducible"),
+    (
+        "warmth",
+        "LLC warmth and refill bytes: the hardware does not report them per task",
+    ),
+    (
+        "moves by reason",
+        "the kernel does not record why it placed a task",
+    ),
+    ("ipi", "IPIs are not captured"),
+    (
+        "wakes.flagged",
+        "a wake that finds its task running leaves no event",
+    ),
+];
+
+/// Why a real run could not be carried out.
+#[derive(Debug)]
+pub enum Error {
+    /// The scenario asks what this machine or user cannot give.
+    Input(String),
+    /// The kernel refused a call, or a task's op failed.
+    Fault(String),
+    /// Ctrl-C (SIGINT) or SIGTERM.
+    Interrupted,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Input(m) | Error::Fault(m) => f.write_str(m),
+            Error::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+/// What to record besides the figures.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Record the kernel's sched events (needs root and tracefs).
+    pub capture: bool,
+    /// Keep the kernel's events as an event log (for a trace).
+    pub keep_events: bool,
+}
+
+/// One real run.
+pub struct RealOutcome {
+    /// The figures' source, as a simulated run's (no hash, no warmth).
+    pub outcome: Outcome,
+    /// The kernel's record, when it was captured.
+    pub kernel: Option<KernelRecord>,
+    /// Why there is no kernel record, when there is none.
+    pub no_record: Option<String>,
+    /// Each task's thread id and process id, by name.
+    pub threads: BTreeMap<String, (i32, i32)>,
+}
+
+/// Runs `spec` for real once (`rep` plays a seed's role: it seeds the
+/// programs' random sleeps and the draws of `start_in`). `spec.topology`
+/// must be this machine's.
+pub fn run(spec: &SimSpec, rep: u64, opts: &Options) -> Result<RealOutcome, Error> {
+    let ncpus = spec.topology.num_cpus();
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if ncpus > online {
+        return Err(Error::Input(format!(
+            "the scenario's machine has {ncpus} CPUs and this process may use {online}: a real run needs the machine it runs on (--topology sysfs)"
+        )));
+    }
+    let cpus: Vec<usize> = (0..ncpus).collect();
+    let old = sys::catch_interrupts();
+    let r = run_caught(spec, rep, opts, &cpus);
+    sys::restore_interrupts(&old);
+    if sys::INTERRUPTED.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::Interrupted);
+    }
+    r
+}
+
+fn run_caught(
+    spec: &SimSpec,
+    rep: u64,
+    opts: &Options,
+    cpus: &[usize],
+) -> Result<RealOutcome, Error> {
+    let (capture, mut no_record) = if opts.capture {
+        match tracefs::Capture::unavailable() {
+            Some(why) => (None, Some(why)),
+            None => match tracefs::Capture::new(cpus.len()) {
+                Ok(c) => (Some(c), None),
+                Err(e) => (None, Some(format!("tracefs: {e}"))),
+            },
+        }
+    } else {
+        (None, Some("not asked for".into()))
+    };
+    let p = run::prepare(spec, rep, cpus)?;
+    let mut ch = run::fork_all(&p)?;
+    run::wait_ready(&p, &ch)?;
+    let pids = ch.pids.clone();
+    let mut tids: Vec<i32> = Vec::new();
+    for &pid in &pids {
+        if let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            tids.extend(d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()));
+        }
+    }
+    if let Some(c) = &capture {
+        if let Err(e) = c.start(&tids) {
+            no_record = Some(format!("tracefs: {e}"));
+        }
+    }
+    let (end, end_ns) = run::go_and_watch(&p, spec.run_ns);
+    if let Some(c) = &capture {
+        let _ = c.stop();
+    }
+    if end != run::End::Done {
+        run::stop(&p);
+    }
+    let records = run::collect(&mut ch)?;
+    drop(ch);
+    if let Some(r) = records.iter().find(|r| r.fault.is_some()) {
+        return Err(Error::Fault(format!(
+            "task {}: {}",
+            r.name,
+            r.fault.as_deref().unwrap_or_default()
+        )));
+    }
+    if let run::End::Fault(s) = end {
+        return Err(Error::Fault(format!("task in slot {s} failed")));
+    }
+    if end == run::End::Interrupted {
+        return Err(Error::Interrupted);
+    }
+    let mut outcome = run::outcome(&p, &records, end_ns, rep);
+    outcome.topology = Some(spec.topology.clone());
+    outcome.stall = match end {
+        run::End::Stalled => Some(run::stall_report(
+            &p,
+            &records,
+            StallCause::Blocked { at_ns: end_ns },
+        )),
+        run::End::TableFull(s) => Some(run::stall_report(
+            &p,
+            &records,
+            StallCause::TaskTable {
+                program: records
+                    .iter()
+                    .find(|r| r.slot == s)
+                    .map_or("?".into(), |r| r.name.clone()),
+                max_tasks: spec.max_tasks,
+            },
+        )),
+        _ => None,
+    };
+    let proc_of = |slot: usize| {
+        p.run
+            .shm
+            .slot(slot, shm::slot::PROC)
+            .load(std::sync::atomic::Ordering::Acquire) as usize
+    };
+    let threads: BTreeMap<String, (i32, i32)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.name.clone(),
+                (r.tid, pids.get(proc_of(r.slot)).copied().unwrap_or(0)),
+            )
+        })
+        .collect();
+    let kernel = match (&capture, &no_record) {
+        (Some(c), None) => match c.read() {
+            Ok((raw, lost)) => {
+                let ours = records
+                    .iter()
+                    .map(|r| (r.tid, (r.slot as u32, r.name.clone(), threads[&r.name].1)))
+                    .collect();
+                let t0 = p.run.shm.t0().load(std::sync::atomic::Ordering::Acquire);
+                Some(record::read(&raw, &c.formats, &ours, t0, lost))
+            }
+            Err(e) => {
+                no_record = Some(format!("reading tracefs: {e}"));
+                None
+            }
+        },
+        _ => None,
+    };
+    drop(capture);
+    if let Some(k) = &kernel {
+        for (name, n) in &k.migrations {
+            if let Some(t) = outcome.tasks.get_mut(name) {
+                t.migrations = *n;
+            }
+        }
+        outcome.counters.extend(k.counters.clone());
+        if opts.keep_events {
+            outcome.event_log = k.events.clone();
+        }
+    }
+    Ok(RealOutcome {
+        outcome,
+        kernel,
+        no_record,
+        threads,
+    })
+}

@@ -1,0 +1,325 @@
+//! Real runs on this machine: the semantics of each op (laps counted,
+//! programs completing, a deadlock reported), nothing left behind, and
+//! the kernel's record naming who woke whom. Never timings.
+//!
+//! CI runs as root, so the tracefs tests run there; without root they
+//! check that the run says why it has no kernel record.
+
+use std::path::PathBuf;
+
+use schedlab_real::{run, Options, RealOutcome};
+use schedlab_scenarios::{catalog, file, Params, Scenario};
+
+fn machine() -> schedlab_topology::Topology {
+    schedlab_scenarios::topology("sysfs").expect("this machine's topology from sysfs")
+}
+
+/// Real runs one at a time: each forks, and the tests count what is left.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A scenario file on this machine; `top` holds its top-level keys.
+fn scenario(name: &str, top: &str, text: &str) -> Scenario {
+    let dir = std::env::temp_dir().join(format!("schedlab-real-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let p: PathBuf = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, format!("{top}[topology]\npreset = \"amd-2x8\"\n{text}")).expect("write");
+    file::load_on(&p, Params::new([]), machine()).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn real(s: &Scenario, capture: bool) -> RealOutcome {
+    let opts = Options {
+        capture,
+        keep_events: capture,
+    };
+    run(&s.spec, 1, &opts).unwrap_or_else(|e| panic!("{}: the real run failed: {e}", s.name))
+}
+
+/// The processes this test process has forked that are still there.
+fn children_left() -> Vec<String> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| {
+            let stat = std::fs::read_to_string(e.ok()?.path().join("stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 2..];
+            (rest.split_whitespace().nth(1)? == me).then(|| stat.clone())
+        })
+        .collect()
+}
+
+fn all_exited(o: &RealOutcome, what: &str) {
+    for (name, t) in &o.outcome.tasks {
+        assert!(t.exited_at.is_some(), "{what}: task {name} never exited");
+    }
+    assert!(
+        o.outcome.stall.is_none(),
+        "{what}: stalled: {:?}",
+        o.outcome.stall
+    );
+}
+
+#[test]
+fn a_ping_pong_of_n_rounds_records_n_laps() {
+    let _one = serial();
+    let s = catalog::build(
+        "reqrep",
+        Some("sysfs"),
+        Params::new([("rounds".into(), "300".into())]),
+    )
+    .expect("reqrep builds on this machine");
+    let o = real(&s, false);
+    let laps = o.outcome.laps.values().map(Vec::len).sum::<usize>();
+    assert_eq!(
+        laps,
+        300,
+        "300 round trips, one lap each: {:?}",
+        o.outcome.laps.keys()
+    );
+    all_exited(&o, "reqrep");
+    assert!(
+        children_left().is_empty(),
+        "a process outlived the run: {:?}",
+        children_left()
+    );
+}
+
+#[test]
+fn futex_condition_barrier_lock_pipe_and_spawn_programs_complete() {
+    let _one = serial();
+    let s = scenario(
+        "ops",
+        "",
+        r#"
+[programs]
+child = [{ run = 20000 }, { count = { metric = "children", n = 1 } }]
+
+[[task]]
+name = "a"
+cpu = 0
+process = "p"
+program = [{ loop = { n = 40, body = [
+  { lock = { lock = "m" } }, { run = 2000 }, { unlock = { lock = "m" } },
+  { barrier = { barrier = "b", n = 2 } },
+  { pipe_write = { pipe = "q", bytes = 4096 } },
+  { lock = { lock = "m" } }, { futex_wake = { futex = "f", n = 1 } },
+  { cond_wait = { cond = "c", lock = "m" } }, { unlock = { lock = "m" } },
+  { count = { metric = "rounds", n = 1 } } ] } },
+  { spawn = { program = "child" } }, { spawn = { program = "child" } }, "join", "join_any",
+  { sleep = 100000 }, { timer = { timer = "t", period = 50000 } }]
+
+[[task]]
+name = "b"
+cpu = 1
+process = "p"
+program = [{ loop = { n = 40, body = [
+  { lock = { lock = "m" } }, { run = 2000 }, { unlock = { lock = "m" } },
+  { barrier = { barrier = "b", n = 2 } },
+  { pipe_read = { pipe = "q", bytes = 4096 } },
+  { futex_wait = { futex = "f" } },
+  { lock = { lock = "m" } }, { cond_signal = { cond = "c" } }, { unlock = { lock = "m" } } ] } }]
+
+[[process]]
+name = "p"
+"#,
+    );
+    let o = real(&s, false);
+    all_exited(&o, "ops");
+    assert_eq!(
+        o.outcome.counts.get("rounds"),
+        Some(&40),
+        "40 rounds: {:?}",
+        o.outcome.counts
+    );
+    assert_eq!(
+        o.outcome.counts.get("children"),
+        Some(&2),
+        "two children ran: {:?}",
+        o.outcome.counts
+    );
+    assert!(
+        o.outcome.tasks.contains_key("a.child#1"),
+        "children named as the simulator names them: {:?}",
+        o.outcome.tasks.keys()
+    );
+    let (a, b) = (o.threads["a"], o.threads["b"]);
+    assert_eq!(
+        a.1, b.1,
+        "threads of one scenario process are one real process"
+    );
+    assert_ne!(a.0, b.0, "and two threads");
+    assert!(
+        children_left().is_empty(),
+        "a process outlived the run: {:?}",
+        children_left()
+    );
+}
+
+#[test]
+fn separate_processes_share_a_port_and_a_pipe() {
+    let _one = serial();
+    let s = scenario(
+        "procs",
+        "",
+        r#"
+[[task]]
+name = "client"
+cpu = 0
+program = [{ loop = { n = 50, body = [{ call = { port = "p", bytes = 4096 } }, { pipe_read = { pipe = "x", bytes = 100 } }, { lap = { metric = "rtt" } }] } }]
+
+[[task]]
+name = "server"
+cpu = 1
+program = [{ loop = { n = 50, body = [{ serve = { port = "p" } }, { reply = { bytes = 4096 } }, { pipe_write = { pipe = "x", bytes = 100 } }] } }]
+"#,
+    );
+    let o = real(&s, false);
+    all_exited(&o, "procs");
+    assert_eq!(
+        o.outcome.laps["rtt"].len(),
+        49,
+        "50 round trips: the first starts the lap"
+    );
+    assert_ne!(
+        o.threads["client"].1, o.threads["server"].1,
+        "two scenario processes are two real processes"
+    );
+}
+
+#[test]
+fn a_deadlock_ends_with_a_report_of_who_waits_on_what() {
+    let _one = serial();
+    let s = scenario(
+        "deadlock",
+        "run_ms = 20000\n",
+        r#"
+[[task]]
+name = "a"
+cpu = 0
+program = [{ lock = { lock = "x" } }, { sleep = 2000000 }, { lock = { lock = "y" } }]
+
+[[task]]
+name = "b"
+cpu = 1
+program = [{ lock = { lock = "y" } }, { sleep = 2000000 }, { lock = { lock = "x" } }]
+"#,
+    );
+    let o = real(&s, false);
+    let st = o.outcome.stall.as_ref().expect("a deadlock is a stall");
+    let text = st.to_string();
+    assert!(
+        text.contains("a waits on lock \"y\" (held by b)"),
+        "who waits on what: {text}"
+    );
+    assert!(
+        text.contains("b waits on lock \"x\" (held by a)"),
+        "who waits on what: {text}"
+    );
+    assert_eq!(st.cycle.len(), 2, "the waits form a cycle: {text}");
+    assert!(
+        o.outcome.end_ns < 20_000_000_000,
+        "found before the deadline: {} ns",
+        o.outcome.end_ns
+    );
+    assert!(
+        children_left().is_empty(),
+        "a blocked process outlived the run: {:?}",
+        children_left()
+    );
+}
+
+#[test]
+fn a_cpu_this_machine_lacks_is_refused_at_its_place() {
+    let dir = std::env::temp_dir().join(format!("schedlab-real-cpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let p = dir.join("far.toml");
+    std::fs::write(&p, "[topology]\npreset = \"amd-2x8\"\n[[task]]\nname = \"a\"\ncpu = 900\nprogram = [{ run = 10 }]\n").expect("write");
+    let Err(e) = file::load_on(&p, Params::new([]), machine()) else {
+        panic!("cpu900 is refused on a machine without it");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("far.toml:5:7") && text.contains("this machine"),
+        "the place and why: {text}"
+    );
+}
+
+fn tracefs_state() -> (Vec<String>, Vec<String>) {
+    let mounts: Vec<String> = std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("tracefs"))
+        .map(str::to_string)
+        .collect();
+    let instances = mounts
+        .iter()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .flat_map(|d| {
+            std::fs::read_dir(format!("{d}/instances"))
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    (mounts, instances)
+}
+
+#[test]
+fn the_kernel_names_every_waker_of_a_pair_and_tracefs_is_left_as_found() {
+    let _one = serial();
+    let s = catalog::build(
+        "reqrep",
+        Some("sysfs"),
+        Params::new([("rounds".into(), "200".into())]),
+    )
+    .expect("reqrep builds on this machine");
+    let before = tracefs_state();
+    let o = real(&s, true);
+    assert_eq!(
+        tracefs_state(),
+        before,
+        "tracefs mounts and instances as found"
+    );
+    if !schedlab_real::sys::is_root() {
+        let why = o.no_record.expect("no record without root");
+        assert!(why.contains("root"), "says why: {why}");
+        return;
+    }
+    let k = o
+        .kernel
+        .as_ref()
+        .unwrap_or_else(|| panic!("as root the kernel's record is there: {:?}", o.no_record));
+    let by = |wakee: &str, waker: &str| {
+        k.wakes_by
+            .get(wakee)
+            .and_then(|m| m.get(waker))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert!(
+        by("server", "client") > 0 && by("client", "server") > 0,
+        "wakes name their wakers: {:?}",
+        k.wakes_by
+    );
+    let named = k.counters["kernel.wakes.by_task"] + k.counters["kernel.wakes.start"];
+    assert_eq!(
+        k.counters["kernel.wakes"],
+        named + k.counters["kernel.wakes.from_interrupt"] + k.counters["kernel.wakes.by_other"],
+        "every wake is counted once: {:?}",
+        k.counters
+    );
+    assert_eq!(
+        k.counters["kernel.wakes.by_other"], 0,
+        "nobody outside the pair wakes it: {:?}",
+        k.wakes_by
+    );
+    let tids: Vec<i32> = o.threads.values().map(|t| t.0).collect();
+    let switches_in = o.outcome.event_log.iter().filter(|e| matches!(&e.kind, schedlab_sim::EventKind::Switch { next: Some(t), .. } if k.threads[&t.0].ours)).count();
+    assert!(
+        switches_in > 0 && tids.iter().all(|t| *t > 0),
+        "the log switches to the run's threads"
+    );
+}
