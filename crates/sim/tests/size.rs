@@ -1,5 +1,6 @@
-//! The simulator's size rules (issue 11): no source file over 700 lines
-//! and no function over 80, so each room stays readable. Functions are
+//! The simulator's size rules (set when the engine became one host loop):
+//! no source file over 700 lines and no function over 80, so each room
+//! stays readable. Functions are
 //! found as rustfmt lays them out: a line whose code starts with `fn` (after
 //! `pub`, `pub(..)`, `const`), ending at the first `}` at its indentation.
 

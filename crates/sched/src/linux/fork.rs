@@ -27,7 +27,7 @@
 //!
 //! * Only three group types arise here: `has_spare`, `fully_busy` and
 //!   `overloaded`. `misfit_task` needs asymmetric capacity; `imbalanced`
-//!   is set by Linux's load balancer (issue 15's); `asym_packing` and
+//!   is set by Linux's load balancer (`linux/lb.rs`), not here; `asym_packing` and
 //!   `smt_balance` are never set by `update_sg_wakeup_stats()`.
 //! * Every CPU's capacity is `SCHED_CAPACITY_SCALE`; `cpu_util()` is the
 //!   published `util_avg` capped at it, without `util_est`.
