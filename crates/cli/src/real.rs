@@ -7,10 +7,11 @@ use std::path::Path;
 
 use schedlab_real::{Error, Options, RealOutcome, MISSING};
 use schedlab_scenarios::{catalog, file, Params, Scenario};
+use schedlab_sim::figures::percentile;
 use schedlab_sim::Figure;
 use serde_json::{json, Value};
 
-use crate::run::{fmt, num, Common};
+use crate::run::{fmt, num, stalls_json, Common};
 use crate::Failure;
 
 /// The machine a real run ran on, read from sysfs and procfs.
@@ -116,7 +117,7 @@ pub fn figures(s: &Scenario, r: &RealOutcome) -> Vec<(String, Option<f64>)> {
 }
 
 fn quantiles_us(v: &[u64]) -> Value {
-    let q = |p| schedlab_real::record::quantile(v, p) as f64 / 1e3;
+    let q = |p| percentile(v, p) / 1e3;
     json!({"n": v.len(), "p50": num(q(0.5)), "p90": num(q(0.9)), "p99": num(q(0.99))})
 }
 
@@ -155,16 +156,7 @@ pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result
                 json!({"rep": o.seed, "wall_ns": o.end_ns, "figures": f, "tasks": tasks, "kernel": kernel})
             })
             .collect();
-        let stalls: Vec<Value> = outs
-            .iter()
-            .filter_map(|r| {
-                r.outcome.stall.as_ref().map(|st| {
-                    let mut v = serde_json::to_value(st).expect("plain data");
-                    v["rep"] = json!(r.outcome.seed);
-                    v
-                })
-            })
-            .collect();
+        let stalls = stalls_json(outs.iter().map(|r| &r.outcome), "rep");
         let v = json!({"scenario": s.name, "real": true, "topology": s.spec.topology.name(),
             "machine": machine.json(), "policy": "this machine's kernel",
             "params": s.params, "runs": runs, "not_measured": missing, "stalls": stalls});
@@ -213,7 +205,7 @@ pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result
                 k.counters["kernel.wakes.by_task"],
                 k.counters["kernel.migrations"],
                 k.counters["kernel.switches"],
-                schedlab_real::record::quantile(&k.wake_to_run, 0.5) as f64 / 1e3
+                percentile(&k.wake_to_run, 0.5) / 1e3
             ),
             None => say!(" {:>8} {:>8} {:>8} {:>10} {:>12}", "-", "-", "-", "-", "-"),
         }
@@ -255,6 +247,5 @@ pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result
 }
 
 fn stalled(outs: &[RealOutcome], allow: bool) -> Result<(), Failure> {
-    let os: Vec<schedlab_sim::Outcome> = outs.iter().map(|r| r.outcome.clone()).collect();
-    crate::run::stalled(&os, allow)
+    crate::run::stalled(outs.iter().map(|r| &r.outcome), "rep", allow)
 }

@@ -242,20 +242,11 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
                        "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu, "warmth": warmth})
             })
             .collect();
-        let stalls: Vec<Value> = outs
-            .iter()
-            .filter_map(|o| {
-                o.stall.as_ref().map(|st| {
-                    let mut v = serde_json::to_value(st).expect("plain data");
-                    v["seed"] = json!(o.seed);
-                    v
-                })
-            })
-            .collect();
+        let stalls = stalls_json(&outs, "seed");
         let v = json!({"scenario": s.name, "topology": s.spec.topology.name(), "policy": policy,
                        "params": s.params, "runs": runs, "stalls": stalls});
         say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
-        return stalled(&outs, a.allow_stall);
+        return stalled(&outs, "seed", a.allow_stall);
     }
     say!(
         "{} on {} ({policy}), params: {}",
@@ -286,16 +277,37 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
             o.counters["ipi.kick"]
         );
     }
-    stalled(&outs, a.allow_stall)
+    stalled(&outs, "seed", a.allow_stall)
 }
 
-/// Each stalled run's report on stderr; exit 3 when one stalled, unless
-/// `allow`.
-pub(crate) fn stalled(outs: &[Outcome], allow: bool) -> Result<(), Failure> {
+/// Each stalled run's report, with its seed (or rep: `what`), for JSON.
+pub(crate) fn stalls_json<'o>(
+    outs: impl IntoIterator<Item = &'o Outcome>,
+    what: &str,
+) -> Vec<Value> {
+    outs.into_iter()
+        .filter_map(|o| {
+            o.stall.as_ref().map(|st| {
+                let mut v = serde_json::to_value(st).expect("plain data");
+                v[what] = json!(o.seed);
+                v
+            })
+        })
+        .collect()
+}
+
+/// Each stalled run's report on stderr, named by its seed (or rep:
+/// `what`); exit 3 when one stalled, unless `allow`.
+pub(crate) fn stalled<'o>(
+    outs: impl IntoIterator<Item = &'o Outcome>,
+    what: &str,
+    allow: bool,
+) -> Result<(), Failure> {
+    let outs: Vec<&Outcome> = outs.into_iter().collect();
     let n = outs.iter().filter(|o| o.stall.is_some()).count();
-    for o in outs {
+    for o in &outs {
         if let Some(st) = &o.stall {
-            eprintln!("seed {}: {st}", o.seed);
+            eprintln!("{what} {}: {st}", o.seed);
         }
     }
     if n > 0 && !allow {

@@ -87,30 +87,12 @@ pub fn run(a: &TraceArgs, reg: &Registry) -> Result<(), Failure> {
     }
     s.spec.keep_events = true;
     let o = Sim::new(&s.spec, a.seed).run();
-    let (from, to) = (a.from.unwrap_or(0), a.to.unwrap_or(u64::MAX));
-    if from >= to {
-        return Err(Failure::Input(format!(
-            "--from {from} --to {to}: expected from < to"
-        )));
-    }
-    let events: Vec<&Event> = o
-        .event_log
-        .iter()
-        .filter(|e| e.at >= from && e.at < to)
-        .collect();
+    let events = window(a, &o)?;
     if a.common.json {
-        for e in &events {
-            say!("{}", serde_json::to_string(e).expect("plain data"));
-        }
-        return Ok(());
+        return json_lines(&events);
     }
     let bytes = perfetto(&s.name, &o, &events);
-    let path = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}.pftrace", s.name)));
-    std::fs::write(&path, &bytes)
-        .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
+    let path = write(a, &format!("{}.pftrace", s.name), &bytes)?;
     let count = |f: fn(&EventKind) -> bool| events.iter().filter(|e| f(&e.kind)).count();
     say!(
         "{}: {} switches, {} wakings, {} IPIs and idle kicks, {} placements, {} bytes; open it at https://ui.perfetto.dev (\"Open trace file\")",
@@ -124,6 +106,36 @@ pub fn run(a: &TraceArgs, reg: &Registry) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The events of `o`'s log within `--from` and `--to`.
+fn window<'o>(a: &TraceArgs, o: &'o Outcome) -> Result<Vec<&'o Event>, Failure> {
+    let (from, to) = (a.from.unwrap_or(0), a.to.unwrap_or(u64::MAX));
+    if from >= to {
+        return Err(Failure::Input(format!(
+            "--from {from} --to {to}: expected from < to"
+        )));
+    }
+    Ok(o.event_log
+        .iter()
+        .filter(|e| e.at >= from && e.at < to)
+        .collect())
+}
+
+/// `--json`: the events as JSON lines.
+fn json_lines(events: &[&Event]) -> Result<(), Failure> {
+    for e in events {
+        say!("{}", serde_json::to_string(e).expect("plain data"));
+    }
+    Ok(())
+}
+
+/// Writes the trace to `--out`, or to `default`; where it went.
+fn write(a: &TraceArgs, default: &str, bytes: &[u8]) -> Result<PathBuf, Failure> {
+    let path = a.out.clone().unwrap_or_else(|| PathBuf::from(default));
+    std::fs::write(&path, bytes)
+        .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
+    Ok(path)
+}
+
 /// `schedlab trace --real`: one real run's kernel record as the same
 /// Perfetto trace, with the kernel's thread and process ids.
 fn real(a: &TraceArgs, s: &schedlab_scenarios::Scenario) -> Result<(), Failure> {
@@ -135,27 +147,18 @@ fn real(a: &TraceArgs, s: &schedlab_scenarios::Scenario) -> Result<(), Failure> 
             r.no_record.unwrap_or_default()
         )));
     };
-    let (from, to) = (a.from.unwrap_or(0), a.to.unwrap_or(u64::MAX));
-    let events: Vec<&Event> = r
-        .outcome
-        .event_log
-        .iter()
-        .filter(|e| e.at >= from && e.at < to)
-        .collect();
+    let events = window(a, &r.outcome)?;
     if a.common.json {
-        for e in &events {
-            say!("{}", serde_json::to_string(e).expect("plain data"));
-        }
-        return Ok(());
+        return json_lines(&events);
     }
     let mut processes: BTreeMap<i32, String> = BTreeMap::new();
-    for (tid, tgid, name) in k.threads.values().map(|t| (t.tid, t.tgid, &t.name)) {
-        let p = if tid == tgid {
-            name.clone()
+    for t in k.threads.values() {
+        let p = if t.tid == t.tgid {
+            t.name.clone()
         } else {
-            format!("{} ({})", s.name, tgid)
+            format!("{} ({})", s.name, t.tgid)
         };
-        processes.entry(tgid).or_insert(p);
+        processes.entry(t.tgid).or_insert(p);
     }
     let who = Who {
         threads: k
@@ -166,12 +169,7 @@ fn real(a: &TraceArgs, s: &schedlab_scenarios::Scenario) -> Result<(), Failure> 
         processes,
     };
     let bytes = perfetto_of(&who, &r.outcome, &events);
-    let path = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}.real.pftrace", s.name)));
-    std::fs::write(&path, &bytes)
-        .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
+    let path = write(a, &format!("{}.real.pftrace", s.name), &bytes)?;
     let count = |f: fn(&EventKind) -> bool| events.iter().filter(|e| f(&e.kind)).count();
     say!(
         "{}: the kernel's record of a real run: {} switches, {} wakings, {} bytes; open it at https://ui.perfetto.dev (\"Open trace file\")",

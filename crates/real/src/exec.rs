@@ -45,8 +45,6 @@ pub struct Run {
     pub pipes: Vec<(i32, i32)>,
     /// The file `io` ops read, and its size.
     pub io_file: Option<(i32, u64)>,
-    /// The largest pipe op, bytes.
-    pub max_pipe: usize,
     pub machine_cpus: Vec<usize>,
     pub seed: u64,
     /// Slots: the initial tasks' and room for `max_tasks` spawned ones.
@@ -246,18 +244,26 @@ fn thread_main(
         me,
         rec,
         rng: ChaCha8Rng::seed_from_u64(run.seed ^ (me as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        // One per futex (the futexes' ids run from `futexes` to `timers`).
         seen: vec![0; run.kinds.timers - run.kinds.futexes],
         lap_at: Vec::new(),
         serving: None,
         children: Default::default(),
         buf: Vec::new(),
     };
-    let r = task.interpret(&run.programs[prog]);
-    // Children it never joined go on: the process waits for them.
-    for (_, h) in task.children.drain(..) {
-        drop(h);
+    // Children it never joined go on (their handles detach): the process
+    // waits for them.
+    task.interpret(&run.programs[prog])
+}
+
+/// The first `n` bytes of a task's message buffer, grown as needed: what a
+/// message writes, and where a read copies to.
+fn bytes_of(buf: &mut Vec<u8>, n: u64) -> &mut [u8] {
+    let n = n as usize;
+    if buf.len() < n {
+        buf.resize(n, 0x5a);
     }
-    r
+    &mut buf[..n]
 }
 
 /// An initial task's attributes, asked of the kernel on its own thread
@@ -348,14 +354,6 @@ impl Task<'_> {
         r.laps.entry(m).or_default().push(d);
     }
 
-    fn bytes(&mut self, n: u64) -> &mut [u8] {
-        let n = n as usize;
-        if self.buf.len() < n {
-            self.buf.resize(n, 0x5a);
-        }
-        &mut self.buf[..n]
-    }
-
     /// Sleeps in an op that ends by itself.
     fn timed(&self, f: impl FnOnce()) {
         self.objs.waiting(self.me, 0, State::Timed);
@@ -365,7 +363,8 @@ impl Task<'_> {
 
     fn op(&mut self, op: Instr) -> Result<(), String> {
         let (me, objs) = (self.me, &self.objs);
-        let shm = &self.run.shm;
+        let run: &Run = self.run;
+        let shm = &run.shm;
         match op {
             Instr::Run(ns) => spin_cpu(ns, shm.ctl(ctl::STOP)),
             Instr::RunFor(ns) => {
@@ -375,18 +374,15 @@ impl Task<'_> {
                 }
             }
             Instr::Call { port, bytes } => {
-                let b = self.bytes(bytes).to_vec();
-                shm.put(me, &b);
-                self.objs.call(port.index(), bytes, me);
+                shm.put(me, bytes_of(&mut self.buf, bytes));
+                objs.call(port.index(), bytes, me);
                 let n = shm.slot(me, slot::REPLY_BYTES).load(Acquire) as u64;
-                let mut got = vec![0; n as usize];
-                shm.get(me, &mut got);
+                shm.get(me, bytes_of(&mut self.buf, n));
             }
             Instr::Serve(port) => {
                 let c = objs.serve(port.index(), me);
                 let n = shm.slot(c, slot::REQ_BYTES).load(Acquire) as u64;
-                let mut got = vec![0; n as usize];
-                shm.get(c, &mut got);
+                shm.get(c, bytes_of(&mut self.buf, n));
                 self.serving = Some(c);
             }
             Instr::Reply { bytes } => {
@@ -394,25 +390,23 @@ impl Task<'_> {
                     .serving
                     .take()
                     .ok_or("reply with no request being served")?;
-                let b = self.bytes(bytes).to_vec();
-                shm.put(c, &b);
+                shm.put(c, bytes_of(&mut self.buf, bytes));
                 shm.slot(c, slot::REPLY_BYTES).store(bytes as u32, Relaxed);
-                self.objs.post(c);
+                objs.post(c);
             }
             Instr::PipeWrite { pipe, bytes } => {
-                let fd = self.run.pipes[pipe.index()].1;
-                self.objs
-                    .waiting(me, self.run.kinds.total + pipe.index(), State::Waiting);
-                let b = self.bytes(bytes).to_vec();
-                sys::write_all(fd, &b).map_err(|e| format!("pipe write: {e}"))?;
-                self.objs.running(me);
+                let fd = run.pipes[pipe.index()].1;
+                objs.waiting(me, run.kinds.total + pipe.index(), State::Waiting);
+                sys::write_all(fd, bytes_of(&mut self.buf, bytes))
+                    .map_err(|e| format!("pipe write: {e}"))?;
+                objs.running(me);
             }
             Instr::PipeRead { pipe, bytes } => {
-                let fd = self.run.pipes[pipe.index()].0;
-                self.objs
-                    .waiting(me, self.run.kinds.total + pipe.index(), State::Waiting);
-                let b = self.bytes(bytes);
-                if !sys::read_exact(fd, b).map_err(|e| format!("pipe read: {e}"))? {
+                let fd = run.pipes[pipe.index()].0;
+                objs.waiting(me, run.kinds.total + pipe.index(), State::Waiting);
+                if !sys::read_exact(fd, bytes_of(&mut self.buf, bytes))
+                    .map_err(|e| format!("pipe read: {e}"))?
+                {
                     return Err("pipe read: end of file".into());
                 }
                 self.objs.running(me);

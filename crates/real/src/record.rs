@@ -240,13 +240,3 @@ pub fn read(
     }
     r
 }
-
-/// The nearest-rank quantile `p` of `v`, ns.
-pub fn quantile(v: &[u64], p: f64) -> u64 {
-    if v.is_empty() {
-        return 0;
-    }
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    s[((s.len() - 1) as f64 * p).round() as usize]
-}

@@ -9,12 +9,14 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::Arc;
 
 use schedlab_sim::engine::code::{Code, Instr};
+use schedlab_sim::engine::{describe_wait, WaitState};
 use schedlab_sim::objects::Objects as SimObjects;
+use schedlab_sim::objects::{BarrierId, LockId, PortId};
 use schedlab_sim::sched::{Band, TaskId};
 use schedlab_sim::{find_cycle, Outcome, SimSpec, Stall, StallCause, TaskOutcome, Wait};
 
 use crate::exec::{self, Proc, Record, Run, TaskStart};
-use crate::objects::{word, Kinds};
+use crate::objects::{Kinds, Objects};
 use crate::shm::{ctl, slot, Layout, Shm, State};
 use crate::{sys, Error};
 
@@ -29,7 +31,7 @@ pub struct Prepared {
     pub run: Arc<Run>,
     pub objects: SimObjects,
     pub metrics: Vec<String>,
-    /// Each initial task's process index, and the processes' names.
+    /// The scenario processes' names, by index.
     pub proc_names: Vec<String>,
     io_path: Option<std::path::PathBuf>,
 }
@@ -131,13 +133,10 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
         });
     }
     let all = programs.iter().flat_map(|p| p.iter());
-    let (mut buf, mut max_pipe, mut io) = (64usize, 0usize, false);
+    let (mut buf, mut io) = (64usize, false);
     for i in all {
         match *i {
             Instr::Call { bytes, .. } | Instr::Reply { bytes } => buf = buf.max(bytes as usize),
-            Instr::PipeRead { bytes, .. } | Instr::PipeWrite { bytes, .. } => {
-                max_pipe = max_pipe.max(bytes as usize)
-            }
             Instr::Io(_) => io = true,
             _ => {}
         }
@@ -168,7 +167,6 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
             tasks,
             pipes,
             io_file,
-            max_pipe,
             machine_cpus: machine_cpus.to_vec(),
             seed,
             slots,
@@ -461,13 +459,17 @@ pub fn outcome(p: &Prepared, records: &[Record], end_ns: u64, rep: u64) -> Outco
     o
 }
 
-/// What each task that had not exited waits on, named as the simulator's
-/// stall report names it, and the cycle its waits form.
+/// What each task that had not exited waits on, in the simulator's words
+/// (`describe_wait`), and the cycle its waits form.
 pub fn stall_report(p: &Prepared, records: &[Record], cause: StallCause) -> Stall {
     let shm = &p.run.shm;
-    let names: BTreeMap<usize, &str> = records.iter().map(|r| (r.slot, r.name.as_str())).collect();
-    let name = |s: usize| names.get(&s).copied().unwrap_or("?").to_string();
-    let (k, o) = (&p.run.kinds, &p.objects);
+    let st = Waits {
+        objs: Objects {
+            shm,
+            k: p.run.kinds,
+        },
+        records,
+    };
     let mut waits = Vec::new();
     let mut edges = Vec::new();
     for r in records.iter().filter(|r| r.exited_at.is_none()) {
@@ -476,80 +478,34 @@ pub fn stall_report(p: &Prepared, records: &[Record], cause: StallCause) -> Stal
         let prog = shm.slot(s, slot::PROG).load(Acquire) as usize;
         let pc = shm.slot(s, slot::PC).load(Acquire) as usize;
         let instr = p.run.programs.get(prog).and_then(|c| c.get(pc)).copied();
-        let (on, on_tasks): (String, Vec<usize>) = match (state, instr) {
-            (State::Waiting, Some(i)) => match i {
-                Instr::Call { port, .. } => {
-                    let srv = p
-                        .run
-                        .shm
-                        .obj(k.ports + port.index(), word::WATCHER)
-                        .load(Acquire);
-                    let by = match srv {
-                        0 => " (nobody serves it)".to_string(),
-                        s => format!(" (served by {})", name(s as usize - 1)),
-                    };
-                    (
-                        format!("a reply on port {:?}{by}", o.port_name(port)),
-                        (srv > 0).then(|| srv as usize - 1).into_iter().collect(),
-                    )
-                }
-                Instr::Serve(port) => {
-                    (format!("a request on port {:?}", o.port_name(port)), vec![])
-                }
-                Instr::PipeRead { pipe, bytes } => {
-                    (format!("{bytes} B in pipe {:?}", o.pipe_name(pipe)), vec![])
-                }
-                Instr::PipeWrite { pipe, bytes } => (
-                    format!("room for {bytes} B in pipe {:?}", o.pipe_name(pipe)),
-                    vec![],
-                ),
-                Instr::FutexWait(f) => (format!("a wake of futex {:?}", o.futex_name(f)), vec![]),
-                Instr::Lock(l) | Instr::CondWait { lock: Some(l), .. }
-                    if owner(shm, k, l.index()).is_some_and(|h| h != s) =>
-                {
-                    let h = owner(shm, k, l.index()).expect("held");
-                    (
-                        format!("lock {:?} (held by {})", o.lock_name(l), name(h)),
-                        vec![h],
-                    )
-                }
-                Instr::CondWait { cond, .. } => (
-                    format!("a signal of condition {:?}", o.cond_name(cond)),
-                    vec![],
-                ),
-                Instr::Barrier { barrier, n } => {
-                    let a = shm
-                        .obj(k.barriers + barrier.index(), word::ARRIVED)
-                        .load(Acquire);
-                    (
-                        format!("barrier {:?} ({a} of {n} arrived)", o.barrier_name(barrier)),
-                        vec![],
-                    )
-                }
-                Instr::Join => {
-                    let c = shm.slot(s, slot::WAIT_OBJ).load(Acquire) as usize;
-                    (format!("child {} to exit (join)", name(c)), vec![c])
-                }
-                Instr::JoinAny => ("a child to exit (join_any)".into(), vec![]),
-                other => (format!("{other:?}"), vec![]),
-            },
+        let (on, on_tasks) = match (state, instr) {
+            (State::Waiting, Some(i)) => {
+                // A join waits on the child it took off its list; a
+                // join_any on every child still running.
+                let children: Vec<TaskId> = match i {
+                    Instr::Join => vec![TaskId(shm.slot(s, slot::WAIT_OBJ).load(Acquire))],
+                    _ => records
+                        .iter()
+                        .filter(|c| {
+                            c.exited_at.is_none()
+                                && shm.slot(c.slot, slot::PARENT).load(Acquire) as usize == s + 1
+                        })
+                        .map(|c| TaskId(c.slot as u32))
+                        .collect(),
+                };
+                describe_wait(i, TaskId(s as u32), &children, &p.objects, &st)
+            }
             (State::Timed, _) => ("a sleep, timer or disk read of its own".into(), vec![]),
             _ => ("nothing: runnable".into(), vec![]),
         };
         waits.push(Wait {
             task: r.name.clone(),
             on,
-            on_tasks: on_tasks.iter().map(|&t| name(t)).collect(),
+            on_tasks: on_tasks.iter().map(|&t| st.name(t)).collect(),
         });
-        edges.push((
-            TaskId(s as u32),
-            on_tasks.iter().map(|&t| TaskId(t as u32)).collect(),
-        ));
+        edges.push((TaskId(s as u32), on_tasks));
     }
-    let cycle = find_cycle(&edges)
-        .iter()
-        .map(|t| name(t.0 as usize))
-        .collect();
+    let cycle = find_cycle(&edges).iter().map(|&t| st.name(t)).collect();
     Stall {
         cause,
         waits,
@@ -557,9 +513,36 @@ pub fn stall_report(p: &Prepared, records: &[Record], cause: StallCause) -> Stal
     }
 }
 
-fn owner(shm: &Shm, k: &Kinds, l: usize) -> Option<usize> {
-    match shm.obj(k.locks + l, word::OWNER).load(Acquire) {
-        0 => None,
-        h => Some(h as usize - 1),
+/// A real run's state as a stall report reads it: the shared objects and
+/// what each process reported.
+struct Waits<'a> {
+    objs: Objects<'a>,
+    records: &'a [Record],
+}
+
+impl WaitState for Waits<'_> {
+    fn name(&self, t: TaskId) -> String {
+        self.records
+            .iter()
+            .find(|r| r.slot == t.0 as usize)
+            .map_or_else(|| "?".into(), |r| r.name.clone())
+    }
+
+    fn exited(&self, t: TaskId) -> bool {
+        self.records
+            .iter()
+            .any(|r| r.slot == t.0 as usize && r.exited_at.is_some())
+    }
+
+    fn server(&self, port: PortId) -> Option<TaskId> {
+        self.objs.server(port.index()).map(|s| TaskId(s as u32))
+    }
+
+    fn lock_owner(&self, lock: LockId) -> Option<TaskId> {
+        self.objs.owner(lock.index()).map(|s| TaskId(s as u32))
+    }
+
+    fn arrived(&self, barrier: BarrierId) -> u32 {
+        self.objs.arrived(barrier.index())
     }
 }

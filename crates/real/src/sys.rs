@@ -382,41 +382,27 @@ pub fn kill(pid: i32) {
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
-/// Waits for child `pid`; its exit status (a signal's number + 128).
-pub fn wait(pid: i32) -> io::Result<i32> {
-    let mut status = 0;
-    loop {
-        // SAFETY: `status` is a valid int to write.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        break;
-    }
-    Ok(if libc::WIFEXITED(status) {
+/// A `waitpid` status as a shell reads it: the exit code, or 128 plus
+/// the signal that ended it.
+fn exit_code(status: libc::c_int) -> i32 {
+    if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else {
         128 + libc::WTERMSIG(status)
-    })
+    }
 }
 
-/// Whether child `pid` has exited (`waitpid` with `WNOHANG`, which reaps
-/// it): its status then.
-pub fn try_wait(pid: i32) -> Option<i32> {
+/// Waits for child `pid`; its exit code (a signal's number + 128).
+pub fn wait(pid: i32) -> io::Result<i32> {
     let mut status = 0;
     // SAFETY: `status` is a valid int to write.
-    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    (r == pid).then(|| {
-        if libc::WIFEXITED(status) {
-            libc::WEXITSTATUS(status)
-        } else {
-            128 + libc::WTERMSIG(status)
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
         }
-    })
+    }
+    Ok(exit_code(status))
 }
 
 /// Set when SIGINT or SIGTERM arrives while a real run is on.

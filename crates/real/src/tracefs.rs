@@ -485,16 +485,6 @@ impl Capture {
         all.sort_by_key(|e| (e.ts, e.cpu));
         Ok((all, lost))
     }
-
-    /// The format of an event by name.
-    pub fn format(&self, name: &str) -> Option<&Format> {
-        self.formats.values().find(|f| f.name == name)
-    }
-
-    /// The tracefs root in use.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
 }
 
 impl Drop for Capture {

@@ -182,7 +182,7 @@ pub enum Figure {
 /// The nearest-rank `p` quantile of `v` (the element at index
 /// `round((len - 1) * p)` in sorted order), found by selection in linear
 /// time rather than by sorting a copy.
-fn percentile(v: &[u64], p: f64) -> f64 {
+pub fn percentile(v: &[u64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }

@@ -80,6 +80,7 @@ mod interp;
 mod machine;
 mod queue;
 mod stall;
+pub use stall::{describe_wait, WaitState};
 mod warmth;
 
 use code::Code;
