@@ -6,12 +6,15 @@
 use std::path::Path;
 
 use schedlab_real::{Error, Options, RealOutcome, MISSING};
+use schedlab_scenarios::rows::Row;
+use schedlab_scenarios::suite::{median, range};
 use schedlab_scenarios::{catalog, file, Params, Scenario};
 use schedlab_sim::figures::percentile;
-use schedlab_sim::Figure;
+use schedlab_sim::{Figure, Registry, Sim};
 use serde_json::{json, Value};
 
 use crate::run::{fmt, num, stalls_json, Common};
+use crate::suite::sig;
 use crate::Failure;
 
 /// The machine a real run ran on, read from sysfs and procfs.
@@ -94,14 +97,17 @@ fn failure(e: Error) -> Failure {
     }
 }
 
-/// Runs `s` for real `reps` times, one after another.
-pub fn run_reps(s: &Scenario, reps: u64, keep_events: bool) -> Result<Vec<RealOutcome>, Failure> {
+/// Runs `s` for real as each rep of `reps`, one after another.
+pub fn run_reps(
+    s: &Scenario,
+    reps: std::ops::RangeInclusive<u64>,
+    keep_events: bool,
+) -> Result<Vec<RealOutcome>, Failure> {
     let opts = Options {
         capture: true,
         keep_events,
     };
-    (1..=reps)
-        .map(|rep| schedlab_real::run(&s.spec, rep, &opts).map_err(failure))
+    reps.map(|rep| schedlab_real::run(&s.spec, rep, &opts).map_err(failure))
         .collect()
 }
 
@@ -123,7 +129,7 @@ fn quantiles_us(v: &[u64]) -> Value {
 
 /// `schedlab run SCENARIO --real`.
 pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result<(), Failure> {
-    let outs = run_reps(s, reps, false)?;
+    let outs = run_reps(s, 1..=reps, false)?;
     let machine = Machine::read(&s.spec.topology);
     let missing: Vec<Value> = MISSING
         .iter()
@@ -248,4 +254,192 @@ pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result
 
 fn stalled(outs: &[RealOutcome], allow: bool) -> Result<(), Failure> {
     crate::run::stalled(outs.iter().map(|r| &r.outcome), "rep", allow)
+}
+
+/// One suite row, real and simulated.
+struct RealRow {
+    row: &'static Row,
+    /// Why it did not run for real, when it did not.
+    skipped: Option<String>,
+    real: Vec<f64>,
+    /// Reps that stalled.
+    stalled: Vec<u64>,
+    /// Per policy, the simulated values over seeds 1..=reps.
+    sim: Vec<Vec<f64>>,
+}
+
+/// `schedlab suite --real`: each row run for real `reps` times (one at a
+/// time, nothing else running), then simulated on this machine's topology
+/// under each of `policies` with seeds 1..=reps; per row the real median
+/// and range beside each policy's simulated median and its ratio to the
+/// real one. A row that cannot run here (more CPUs or LLCs than this
+/// machine has, a figure a real run does not measure) is listed as skipped
+/// with why.
+pub fn suite(
+    rows: &[&'static Row],
+    policies: &[String],
+    reps: u64,
+    jobs: usize,
+    json_out: bool,
+    reg: &Registry,
+) -> Result<(), Failure> {
+    let bar = crate::pool::progress(rows.len(), "suite --real");
+    let mut results = Vec::new();
+    for &row in rows {
+        bar.inc(1);
+        let mut r = RealRow {
+            row,
+            skipped: None,
+            real: Vec::new(),
+            stalled: Vec::new(),
+            sim: Vec::new(),
+        };
+        match real_row(row, reps, reg)? {
+            Ok((v, stalled)) => (r.real, r.stalled) = (v, stalled),
+            Err(why) => r.skipped = Some(why),
+        }
+        results.push(r);
+    }
+    bar.finish_and_clear();
+    // The simulations after every real run, so they never share the CPUs.
+    for r in results.iter_mut().filter(|r| r.skipped.is_none()) {
+        for p in policies {
+            let sc = crate::suite::build(r.row, "sysfs", &[format!("policy={p}")], reg)?;
+            let seeds: Vec<u64> = (1..=reps).collect();
+            r.sim.push(crate::pool::par_map(
+                &seeds,
+                jobs,
+                |&seed| sc.figures[0].1.compute(&Sim::new(&sc.spec, seed).run()),
+                || {},
+            ));
+        }
+    }
+    let machine =
+        Machine::read(&schedlab_scenarios::topology("sysfs").map_err(|e| Failure::Input(e.0))?);
+    if json_out {
+        let rows: Vec<Value> = results
+            .iter()
+            .map(|r| {
+                let sim: serde_json::Map<String, Value> = policies
+                    .iter()
+                    .zip(&r.sim)
+                    .map(|(p, v)| {
+                        let m = median(v);
+                        (
+                            p.clone(),
+                            json!({"median": num(m), "sim_over_real": num(m / median(&r.real))}),
+                        )
+                    })
+                    .collect();
+                let (lo, hi) = range(&r.real);
+                json!({"row": r.row.name, "unit": r.row.unit, "direction": r.row.direction.name(),
+                       "skipped": r.skipped, "real": (r.skipped.is_none()).then(|| json!({
+                           "median": num(median(&r.real)), "min": num(lo), "max": num(hi),
+                           "reps": r.real, "stalled_reps": r.stalled})),
+                       "simulated": sim})
+            })
+            .collect();
+        let v = json!({"real": true, "machine": machine.json(), "topology": "sysfs",
+                       "policies": policies, "reps": reps, "rows": rows});
+        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+        return Ok(());
+    }
+    say!(
+        "schedlab suite --real on this machine ({} CPUs, {} LLC(s), {}; Linux {}): {reps} real reps per row, \
+         then {reps} seeds simulated on its topology (sysfs) per policy",
+        machine.cpus, machine.llcs, machine.model, machine.kernel
+    );
+    say_part!(
+        "{:26} {:>5} {:>6} {:>10} {:>21}",
+        "row",
+        "unit",
+        "better",
+        "real p50",
+        "real range"
+    );
+    for p in policies {
+        say_part!(" {:>12} {:>9}", format!("{p} p50"), "sim/real");
+    }
+    say!("");
+    for r in results.iter().filter(|r| r.skipped.is_none()) {
+        let (lo, hi) = range(&r.real);
+        let m = median(&r.real);
+        say_part!(
+            "{:26} {:>5} {:>6} {:>10} {:>21}",
+            r.row.name,
+            r.row.unit,
+            r.row.direction.name(),
+            sig(m),
+            format!("{}-{}", sig(lo), sig(hi))
+        );
+        for v in &r.sim {
+            let s = median(v);
+            say_part!(" {:>12} {:>9}", sig(s), format!("{:.3}", s / m));
+        }
+        say!("");
+    }
+    for r in results.iter().filter(|r| !r.stalled.is_empty()) {
+        say!(
+            "{}: reps {:?} stalled (their figures are what they measured until then)",
+            r.row.name,
+            r.stalled
+        );
+    }
+    let skipped: Vec<&RealRow> = results.iter().filter(|r| r.skipped.is_some()).collect();
+    if !skipped.is_empty() {
+        say!("skipped on this machine:");
+        for r in skipped {
+            say!(
+                "  {:26} {}",
+                r.row.name,
+                r.skipped.as_deref().unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A row's figure per real rep, and the reps that stalled.
+type RowReps = (Vec<f64>, Vec<u64>);
+
+/// A row's figure over `reps` real runs, and the reps that stalled; or
+/// why it cannot run here (`Ok(Err(why))`). Ctrl-C ends the suite.
+fn real_row(
+    row: &'static Row,
+    reps: u64,
+    reg: &Registry,
+) -> Result<Result<RowReps, String>, Failure> {
+    let why = |e: Failure| match e {
+        Failure::Interrupted => Err(Failure::Interrupted),
+        Failure::Input(m) | Failure::Real(m) | Failure::Check(m) | Failure::Stall(m) => Ok(Err(m)),
+    };
+    let sc = match crate::suite::build(row, "sysfs", &[], reg) {
+        Ok(sc) => sc,
+        Err(e) => return why(e),
+    };
+    let (name, fig) = &sc.figures[0];
+    if !measurable(fig, true) {
+        return Ok(Err(format!(
+            "its figure ({name}) is not one a real run measures"
+        )));
+    }
+    let outs = match run_reps(&sc, 1..=reps, false) {
+        Ok(o) => o,
+        Err(e) => return why(e),
+    };
+    if let Some(r) = outs.iter().find(|r| !measurable(fig, r.kernel.is_some())) {
+        return Ok(Err(format!(
+            "its figure ({name}) needs the kernel's record: {}",
+            r.no_record.as_deref().unwrap_or_default()
+        )));
+    }
+    let stalled = outs
+        .iter()
+        .filter(|r| r.outcome.stall.is_some())
+        .map(|r| r.outcome.seed)
+        .collect();
+    Ok(Ok((
+        outs.iter().map(|r| fig.compute(&r.outcome)).collect(),
+        stalled,
+    )))
 }

@@ -386,10 +386,19 @@ pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
             build(&a.common, &ps, reg)
         })
         .collect::<Result<_, _>>()?;
+    // A real sweep reports only the figures a real run measures.
+    let kernel = schedlab_real::tracefs::Capture::unavailable().is_none();
+    let keep: Vec<bool> = scenarios[0]
+        .figures
+        .iter()
+        .map(|(_, f)| !a.common.real || crate::real::measurable(f, kernel))
+        .collect();
     let names: Vec<String> = scenarios[0]
         .figures
         .iter()
-        .map(|(n, _)| n.clone())
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|((n, _), _)| n.clone())
         .collect();
     // Every (value, seed) run, in table order; a shard takes every n-th.
     let mut work: Vec<(usize, u64)> = (0..values.len())
@@ -405,27 +414,54 @@ pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
             .collect();
     }
     let bar = crate::pool::progress(work.len(), "sweep");
-    let results = crate::pool::par_map(
-        &work,
-        jobs(&a.common),
-        |&(v, seed)| {
+    let figures_of = |s: &Scenario, o: &Outcome| -> Vec<f64> {
+        s.figures
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|((_, f), _)| f.compute(o))
+            .collect()
+    };
+    let results: Vec<(Vec<f64>, bool)> = if a.common.real {
+        // One real run at a time (each has the machine to itself); a rep
+        // plays a seed's role.
+        let mut out = Vec::new();
+        for &(v, rep) in &work {
             let s = &scenarios[v];
-            let o = Sim::new(&s.spec, seed).run();
-            let f = s
-                .figures
-                .iter()
-                .map(|(_, f)| f.compute(&o))
-                .collect::<Vec<f64>>();
-            (f, o.stall.is_some())
-        },
-        || bar.inc(1),
-    );
+            let r = crate::real::run_reps(s, rep..=rep, false)?
+                .pop()
+                .expect("one rep");
+            if kernel && r.kernel.is_none() {
+                return Err(Failure::Real(format!(
+                    "the kernel's record went missing: {}",
+                    r.no_record.unwrap_or_default()
+                )));
+            }
+            out.push((figures_of(s, &r.outcome), r.outcome.stall.is_some()));
+            bar.inc(1);
+        }
+        out
+    } else {
+        crate::pool::par_map(
+            &work,
+            jobs(&a.common),
+            |&(v, seed)| {
+                let s = &scenarios[v];
+                let o = Sim::new(&s.spec, seed).run();
+                (figures_of(s, &o), o.stall.is_some())
+            },
+            || bar.inc(1),
+        )
+    };
     bar.finish_and_clear();
     let mut flags = fixed.clone();
     flags.extend(a.common.topology.iter().map(|t| format!("--topology={t}")));
     flags.extend(a.common.policy.iter().map(|p| format!("--policy={p}")));
     if a.common.fixed_order {
         flags.push("--fixed-order".into());
+    }
+    if a.common.real {
+        flags.push("--real".into());
     }
     let file = ShardFile {
         format: SHARD_FORMAT.into(),
@@ -574,8 +610,13 @@ fn print_sweep(f: &ShardFile, json: bool) -> Result<(), Failure> {
         say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
         return Ok(());
     }
+    let each = if f.fixed.iter().any(|x| x == "--real") {
+        "real runs (reps) on this machine"
+    } else {
+        "seeds"
+    };
     say!(
-        "{}: {key} swept, {} seeds each; per figure: total / most in a run / runs nonzero",
+        "{}: {key} swept, {} {each} each; per figure: total / most in a run / runs nonzero",
         f.scenario,
         f.seeds
     );

@@ -49,6 +49,11 @@ pub struct SuiteArgs {
     /// Worker threads (default: every core). The results do not depend on it.
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
+    /// Each row for real on this machine (--seeds reps, one at a time),
+    /// its median beside the simulated median on this machine's topology
+    /// under each policy (--policies; default linux).
+    #[arg(long, conflicts_with_all = ["base", "head", "csv", "plot"])]
+    real: bool,
 }
 
 /// A policy name as `--param`s, checked against the registry.
@@ -57,7 +62,7 @@ fn policy_params(p: &str, reg: &Registry) -> Result<Vec<String>, Failure> {
     Ok(vec![format!("policy={p}")])
 }
 
-fn build(
+pub(crate) fn build(
     row: &Row,
     topology: &str,
     policy: &[String],
@@ -84,6 +89,18 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
             a.rows,
             ROWS.iter().map(|r| r.name).collect::<Vec<_>>().join(", ")
         )));
+    }
+    if a.real {
+        let policies = if a.policies.is_empty() {
+            vec!["linux".to_string()]
+        } else {
+            a.policies.clone()
+        };
+        for p in &policies {
+            policy_params(p, reg)?;
+        }
+        let jobs = a.jobs.unwrap_or_else(crate::pool::all_cores);
+        return crate::real::suite(&rows, &policies, a.seeds, jobs, a.json, reg);
     }
     let names: Vec<String> = if a.policies.is_empty() {
         vec![a.base.clone(), a.head.clone()]
@@ -234,7 +251,7 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
 }
 
 /// A value to four significant figures.
-fn sig(v: f64) -> String {
+pub(crate) fn sig(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return format!("{v}");
     }

@@ -10,6 +10,13 @@ use prost::Message;
 use schedlab::perfetto::{Data, Ftrace, Trace};
 use serde_json::Value;
 
+/// Runs the binary, expects exit 0 and JSON on stdout.
+fn json(args: &[&str]) -> Value {
+    let (code, out, err) = schedlab(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: JSON: {e}: {out}"))
+}
+
 fn root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -23,10 +30,7 @@ fn root() -> bool {
 
 #[test]
 fn a_real_reqrep_prints_real_figures_and_names_every_waker() {
-    let (code, out, err) =
-        schedlab(&["run", "reqrep", "--real", "--param", "rounds=200", "--json"]);
-    assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("JSON: {e}: {out}"));
+    let v = json(&["run", "reqrep", "--real", "--param", "rounds=200", "--json"]);
     assert_eq!(v["real"], true);
     assert!(
         v["machine"]["kernel"].is_string() && v["machine"]["cpus"].as_u64() > Some(0),
@@ -145,4 +149,147 @@ fn a_real_trace_decodes_with_the_kernels_thread_ids() {
         "the pair's switches {switches} and wakings {wakings}"
     );
     assert!(flows >= 200, "flows link wakes to switches: {flows}");
+}
+
+#[test]
+fn suite_real_puts_real_medians_beside_simulated_ones_and_says_what_it_skips() {
+    let v = json(&[
+        "suite",
+        "--real",
+        "--rows",
+        "hackbench.pipe.g1",
+        "--rows",
+        "ipc.reqrep.8",
+        "--seeds",
+        "2",
+        "--json",
+    ]);
+    let rows = v["rows"].as_array().expect("rows");
+    let hb = rows
+        .iter()
+        .find(|r| r["row"] == "hackbench.pipe.g1")
+        .expect("the hackbench row");
+    assert_eq!(
+        hb["real"]["reps"].as_array().map(Vec::len),
+        Some(2),
+        "two real reps: {hb}"
+    );
+    assert!(
+        hb["simulated"]["linux"]["median"].as_f64() > Some(0.0),
+        "the simulated median beside it: {hb}"
+    );
+    let rr = rows
+        .iter()
+        .find(|r| r["row"] == "ipc.reqrep.8")
+        .expect("the reqrep row");
+    let machine_llcs = v["machine"]["llcs"].as_u64().unwrap_or(0);
+    if machine_llcs < 2 {
+        assert!(
+            rr["skipped"].as_str().is_some_and(|w| w.contains("LLC")),
+            "skipped, with why: {rr}"
+        );
+    }
+}
+
+#[test]
+fn sweep_real_runs_each_value_for_real() {
+    let v = json(&[
+        "sweep",
+        "reqrep",
+        "--real",
+        "--param",
+        "bytes=8,4096",
+        "--param",
+        "rounds=50",
+        "--seeds",
+        "2",
+        "--json",
+    ]);
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "one row per value: {v}");
+    for r in rows {
+        assert_eq!(
+            r["figures"]["rtt_us"]["runs_nonzero"], 2,
+            "both reps measured a round trip: {r}"
+        );
+    }
+}
+
+/// A scenario file; `top` holds its top-level keys.
+fn scenario_file(name: &str, top: &str, text: &str) -> String {
+    let d = std::env::temp_dir().join(format!("schedlab-real-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join(name);
+    std::fs::write(&f, format!("{top}[topology]\npreset = \"amd-2x8\"\n{text}")).unwrap();
+    f.to_string_lossy().into_owned()
+}
+
+#[test]
+fn an_op_that_fails_ends_the_run_with_exit_4_naming_the_task() {
+    let f = scenario_file(
+        "fault.toml",
+        "",
+        "[[task]]\nname = \"lonely\"\ncpu = 0\nprogram = [{ reply = { bytes = 8 } }]\n[[task]]\nname = \"sleeper\"\ncpu = 1\nprogram = [{ sleep = 5000000000 }]\n",
+    );
+    let (code, _, err) = schedlab(&["run", &f, "--real"]);
+    assert_eq!(code, 4, "a failed op is a failed real run: {err}");
+    assert!(
+        err.contains("lonely") && err.contains("reply with no request"),
+        "names the task and the op: {err}"
+    );
+}
+
+#[test]
+fn ctrl_c_ends_every_process_restores_tracefs_and_exits_130() {
+    let f = scenario_file(
+        "long.toml",
+        "run_ms = 60000\n",
+        "[[task]]\nname = \"a\"\ncpu = 0\nprogram = [{ sleep = 50000000000 }]\n[[task]]\nname = \"b\"\ncpu = 1\nprogram = [{ loop = { n = 100000000, body = [{ run = 100000 }, { sleep = 100000 }] } }]\n",
+    );
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_schedlab"))
+        .args(["run", &f, "--real"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run schedlab");
+    let pid = child.id();
+    // Wait until the run's processes are there, then interrupt it.
+    let started = std::time::Instant::now();
+    while schedlab_real::sys::children(pid).is_empty() && started.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !schedlab_real::sys::children(pid).is_empty(),
+        "the run forked its processes"
+    );
+    std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("kill -INT");
+    let out = child.wait_with_output().expect("it ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "interrupted: {err}");
+    assert!(err.contains("interrupted"), "says so: {err}");
+    let ours = format!("schedlab-tracefs-{pid}");
+    let left = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !left.contains(&ours),
+        "the run's tracefs mount is gone: {left}"
+    );
+    assert!(
+        !std::path::Path::new(&std::env::temp_dir().join(&ours)).exists(),
+        "and its directory"
+    );
+    let orphans: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| {
+            c.contains("long.toml")
+                && c.contains(&format!("schedlab-real-cli-{}", std::process::id()))
+        })
+        .collect();
+    assert!(
+        orphans.is_empty(),
+        "no process of the run is left: {orphans:?}"
+    );
 }

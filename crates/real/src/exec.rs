@@ -26,7 +26,9 @@ pub struct TaskStart {
     pub nice: i8,
     pub rt: Option<u8>,
     pub slice_ns: Option<u64>,
-    pub cookie: u64,
+    /// Its core-scheduling cookie's line in the shared mapping (tasks of
+    /// one cookie value share one), when it has a cookie.
+    pub cookie: Option<usize>,
     pub proc: usize,
 }
 
@@ -226,7 +228,7 @@ fn thread_main(
     rec.lock().expect("ours").tid = tid;
     if let Some(i) = initial {
         let t = &run.tasks[i];
-        prepare(t)?;
+        prepare(t, shm)?;
         shm.ctl(ctl::READY).fetch_add(1, SeqCst);
         sys::futex_wake(shm.ctl(ctl::READY), 1);
         let go = shm.ctl(ctl::GO);
@@ -269,7 +271,7 @@ fn bytes_of(buf: &mut Vec<u8>, n: u64) -> &mut [u8] {
 /// An initial task's attributes, asked of the kernel on its own thread
 /// before it starts: its start CPU (pinned), nice or SCHED_FIFO, slice,
 /// core-scheduling cookie.
-fn prepare(t: &TaskStart) -> Result<(), String> {
+fn prepare(t: &TaskStart, shm: &Shm) -> Result<(), String> {
     let name = &t.name;
     sys::set_affinity(&[t.cpu]).map_err(|e| format!("{name}: pinning to cpu{}: {e}", t.cpu))?;
     match t.rt {
@@ -286,11 +288,42 @@ fn prepare(t: &TaskStart) -> Result<(), String> {
             format!("{name}: a slice of {ns} ns (sched_setattr's sched_runtime, taken by EEVDF since Linux 6.12): {e}")
         })?;
     }
-    if t.cookie != 0 {
-        sys::core_cookie_create()
+    if let Some(line) = t.cookie {
+        cookie(shm, line)
             .map_err(|e| format!("{name}: a core-scheduling cookie (PR_SCHED_CORE): {e}"))?;
     }
     Ok(())
+}
+
+/// A cookie line's word while its first task makes the cookie, and after
+/// that failed; otherwise 0 (nobody yet) or the maker's thread id.
+const COOKIE_MAKING: u32 = u32::MAX;
+const COOKIE_FAILED: u32 = u32::MAX - 1;
+
+/// The first task of a cookie value makes the cookie (`PR_SCHED_CORE_CREATE`)
+/// and publishes its thread id; the others take it from that thread
+/// (`PR_SCHED_CORE_SHARE_FROM`), so tasks of one value share one cookie.
+fn cookie(shm: &Shm, line: usize) -> Result<(), String> {
+    let w = shm.obj(line, 0);
+    if w.compare_exchange(0, COOKIE_MAKING, SeqCst, SeqCst).is_ok() {
+        return match sys::core_cookie_create() {
+            Ok(()) => {
+                w.store(sys::gettid() as u32, Release);
+                Ok(())
+            }
+            Err(e) => {
+                w.store(COOKIE_FAILED, Release);
+                Err(e.to_string())
+            }
+        };
+    }
+    loop {
+        match w.load(Acquire) {
+            COOKIE_MAKING => sys::yield_now(),
+            COOKIE_FAILED => return Err("the task that made it failed".into()),
+            tid => return sys::core_cookie_share_from(tid as i32).map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// Spins until this thread has used `ns` more of CPU time, or the run
@@ -396,14 +429,14 @@ impl Task<'_> {
             }
             Instr::PipeWrite { pipe, bytes } => {
                 let fd = run.pipes[pipe.index()].1;
-                objs.waiting(me, run.kinds.total + pipe.index(), State::Waiting);
+                objs.kernel_wait(me, run.kinds.total + pipe.index());
                 sys::write_all(fd, bytes_of(&mut self.buf, bytes))
                     .map_err(|e| format!("pipe write: {e}"))?;
                 objs.running(me);
             }
             Instr::PipeRead { pipe, bytes } => {
                 let fd = run.pipes[pipe.index()].0;
-                objs.waiting(me, run.kinds.total + pipe.index(), State::Waiting);
+                objs.kernel_wait(me, run.kinds.total + pipe.index());
                 if !sys::read_exact(fd, bytes_of(&mut self.buf, bytes))
                     .map_err(|e| format!("pipe read: {e}"))?
                 {
@@ -413,7 +446,7 @@ impl Task<'_> {
             }
             Instr::FutexWait(f) => {
                 let (w, seen) = (objs.futex(f.index()), self.seen[f.index()]);
-                objs.waiting(me, self.run.kinds.futexes + f.index(), State::Waiting);
+                objs.kernel_wait(me, self.run.kinds.futexes + f.index());
                 loop {
                     let now = w.load(Acquire);
                     if now != seen {
@@ -473,7 +506,7 @@ impl Task<'_> {
             Instr::Spawn(p) => self.spawn(p.0 as usize)?,
             Instr::Join => {
                 if let Some((child, h)) = self.children.pop_front() {
-                    objs.waiting(me, child, State::Waiting);
+                    objs.kernel_wait(me, child);
                     h.join().map_err(|_| "a joined thread panicked")?;
                     objs.running(me);
                 }
@@ -550,7 +583,7 @@ impl Task<'_> {
                 break;
             }
             if !marked {
-                self.objs.waiting(self.me, self.me, State::Waiting);
+                self.objs.kernel_wait(self.me, self.me);
                 marked = true;
             }
             sys::futex_wait(exits, seen, None);

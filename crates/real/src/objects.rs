@@ -177,6 +177,14 @@ impl<'a> Objects<'a> {
         self.shm.slot(me, slot::STATE).store(state as u32, Release);
     }
 
+    /// Marks `me` as waiting in the kernel (a pipe, a futex op, a join),
+    /// where no post of ours ends the wait: its `WAKE` stays 0, so the
+    /// stall watch cannot tell it was woken until it runs.
+    pub fn kernel_wait(&self, me: usize, obj: usize) {
+        self.shm.slot(me, slot::WAKE).store(0, Relaxed);
+        self.waiting(me, obj, State::Waiting);
+    }
+
     pub fn running(&self, me: usize) {
         self.shm
             .slot(me, slot::STATE)

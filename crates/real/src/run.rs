@@ -20,9 +20,11 @@ use crate::objects::{Kinds, Objects};
 use crate::shm::{ctl, slot, Layout, Shm, State};
 use crate::{sys, Error};
 
-/// How long every live task must stay waiting, with no wait begun, for a
-/// run to be called stalled before its deadline.
-const STALL_QUIET_NS: u64 = 200_000_000;
+/// How long every live task must stay waiting, with no wait begun and
+/// none posted, for a run to be called stalled before its deadline: long
+/// enough that a woken task on a loaded machine has run by then (a wait
+/// in the kernel, as a pipe's, shows no post).
+const STALL_QUIET_NS: u64 = 500_000_000;
 /// How often the parent looks.
 const POLL_NS: u64 = 2_000_000;
 
@@ -68,6 +70,7 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
     let mut proc_ids: BTreeMap<String, usize> = BTreeMap::new();
     let mut proc_names = Vec::new();
     let mut tasks = Vec::new();
+    let mut cookies: BTreeMap<u64, usize> = BTreeMap::new();
     let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed);
     for t in &spec.tasks {
         let pname = if t.process.is_empty() {
@@ -128,7 +131,10 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
             nice,
             rt,
             slice_ns: t.spec.slice_ns,
-            cookie: t.spec.cookie,
+            cookie: (t.spec.cookie != 0).then(|| {
+                let n = cookies.len();
+                *cookies.entry(t.spec.cookie).or_insert(n)
+            }),
             proc,
         });
     }
@@ -143,7 +149,12 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
     }
     let kinds = Kinds::new(&objects);
     let slots = spec.tasks.len() + spec.max_tasks;
-    let shm = Shm::new(Layout::new(proc_names.len(), slots, kinds.total, buf))
+    // Cookies' lines follow the objects'.
+    for t in &mut tasks {
+        t.cookie = t.cookie.map(|c| kinds.total + c);
+    }
+    let lines = kinds.total + cookies.len();
+    let shm = Shm::new(Layout::new(proc_names.len(), slots, lines, buf))
         .map_err(|e| Error::Fault(format!("the shared mapping: {e}")))?;
     shm.ctl(ctl::NEXT_SLOT)
         .store(spec.tasks.len() as u32, Relaxed);
@@ -372,7 +383,10 @@ pub fn go_and_watch(p: &Prepared, run_ns: u64) -> (End, u64) {
         let mut waits = Vec::with_capacity(used);
         for s in 0..used {
             match State::of(shm.slot(s, slot::STATE).load(Acquire)) {
-                State::Waiting => waits.push(shm.slot(s, slot::WAITS).load(Acquire)),
+                // Posted but not yet run: it will go on.
+                State::Waiting if shm.slot(s, slot::WAKE).load(Acquire) == 0 => {
+                    waits.push(shm.slot(s, slot::WAITS).load(Acquire))
+                }
                 State::Exited | State::Free => waits.push(u32::MAX),
                 _ => all_waiting = false,
             }

@@ -465,3 +465,21 @@ pub fn umount(dir: &std::path::Path) -> io::Result<()> {
     let r = unsafe { libc::umount(d.as_ptr()) };
     check(r as libc::c_long).map(drop)
 }
+
+/// The processes `pid` forked that are still there (from `/proc`): what a
+/// run must never leave behind.
+pub fn children(pid: u32) -> Vec<i32> {
+    let parent = pid.to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let rest = &stat[stat.rfind(')')? + 2..];
+        (rest.split_whitespace().nth(1)? == parent)
+            .then(|| e.file_name().to_str()?.parse().ok())
+            .flatten()
+    })
+    .collect()
+}

@@ -38,19 +38,6 @@ fn real(s: &Scenario, capture: bool) -> RealOutcome {
     run(&s.spec, 1, &opts).unwrap_or_else(|e| panic!("{}: the real run failed: {e}", s.name))
 }
 
-/// The processes this test process has forked that are still there.
-fn children_left() -> Vec<String> {
-    let me = std::process::id().to_string();
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|e| {
-            let stat = std::fs::read_to_string(e.ok()?.path().join("stat")).ok()?;
-            let rest = &stat[stat.rfind(')')? + 2..];
-            (rest.split_whitespace().nth(1)? == me).then(|| stat.clone())
-        })
-        .collect()
-}
-
 fn all_exited(o: &RealOutcome, what: &str) {
     for (name, t) in &o.outcome.tasks {
         assert!(t.exited_at.is_some(), "{what}: task {name} never exited");
@@ -81,9 +68,9 @@ fn a_ping_pong_of_n_rounds_records_n_laps() {
     );
     all_exited(&o, "reqrep");
     assert!(
-        children_left().is_empty(),
+        schedlab_real::sys::children(std::process::id()).is_empty(),
         "a process outlived the run: {:?}",
-        children_left()
+        schedlab_real::sys::children(std::process::id())
     );
 }
 
@@ -152,9 +139,9 @@ name = "p"
     );
     assert_ne!(a.0, b.0, "and two threads");
     assert!(
-        children_left().is_empty(),
+        schedlab_real::sys::children(std::process::id()).is_empty(),
         "a process outlived the run: {:?}",
-        children_left()
+        schedlab_real::sys::children(std::process::id())
     );
 }
 
@@ -225,9 +212,9 @@ program = [{ lock = { lock = "y" } }, { sleep = 2000000 }, { lock = { lock = "x"
         o.outcome.end_ns
     );
     assert!(
-        children_left().is_empty(),
+        schedlab_real::sys::children(std::process::id()).is_empty(),
         "a blocked process outlived the run: {:?}",
-        children_left()
+        schedlab_real::sys::children(std::process::id())
     );
 }
 
@@ -322,4 +309,33 @@ fn the_kernel_names_every_waker_of_a_pair_and_tracefs_is_left_as_found() {
         switches_in > 0 && tids.iter().all(|t| *t > 0),
         "the log switches to the run's threads"
     );
+}
+
+#[test]
+fn a_cookie_is_the_kernels_or_a_clear_error() {
+    let _one = serial();
+    let s = scenario(
+        "cookie",
+        "",
+        "[[task]]\nname = \"a\"\ncpu = 0\ncookie = 7\nprogram = [{ run = 1000 }]\n[[task]]\nname = \"b\"\ncpu = 1\ncookie = 7\nprogram = [{ run = 1000 }]\n",
+    );
+    match run(&s.spec, 1, &Options::default()) {
+        Ok(o) => {
+            assert!(
+                schedlab_real::sys::has_core_sched(),
+                "a cookie ran on a kernel without core scheduling"
+            );
+            all_exited(&o, "cookie");
+        }
+        Err(e) => {
+            assert!(
+                !schedlab_real::sys::has_core_sched(),
+                "this kernel has core scheduling, yet: {e}"
+            );
+            assert!(
+                e.to_string().contains("CONFIG_SCHED_CORE"),
+                "names the missing option: {e}"
+            );
+        }
+    }
 }
