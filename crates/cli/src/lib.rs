@@ -61,6 +61,8 @@ pub(crate) fn emit(text: &str, newline: bool) {
     }
 }
 
+mod calibrate;
+mod costs;
 pub mod perfetto;
 mod plot;
 mod pool;
@@ -69,6 +71,7 @@ mod run;
 mod suite;
 mod topo;
 mod trace;
+mod validate;
 
 /// schedlab: a multi-core CPU scheduler and a deterministic simulator of
 /// real machine shapes that measures it.
@@ -104,6 +107,10 @@ enum Command {
     Suite(suite::SuiteArgs),
     /// Write one run as a Perfetto trace (or JSON lines).
     Trace(trace::TraceArgs),
+    /// Measure this machine for real and fit the cost model to it.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Run a fixed list of workloads real and simulated; a verdict per figure.
+    Validate(validate::ValidateArgs),
     /// List the placement policies this binary knows.
     Policies,
 }
@@ -142,6 +149,8 @@ pub fn main_with(registry: Registry) -> ExitCode {
         Command::Merge(args) => run::merge(&args),
         Command::Suite(args) => suite::run(&args, r),
         Command::Trace(args) => trace::run(&args, r),
+        Command::Calibrate(args) => calibrate::run(&args, r),
+        Command::Validate(args) => validate::run(&args, r),
         Command::Policies => {
             for (name, about) in r.families() {
                 say!("{name:<16} {about}");

@@ -32,8 +32,9 @@ fn head_scaled(r: &RowResult) -> (f64, f64, f64) {
 }
 
 /// The frame every suite plot shares: one line per row (`rows`, top
-/// first), the ratio on x over `span`, a line at 1, `draw`'s series, and
-/// the legend of the series it labelled.
+/// first), the ratio on x over `span`, a line at `mark` (1, or 0 on a
+/// log axis), `draw`'s series, and the legend of the series it labelled.
+#[allow(clippy::too_many_arguments)]
 fn rows_chart(
     path: &Path,
     height: u32,
@@ -41,6 +42,7 @@ fn rows_chart(
     x_desc: &str,
     rows: &[&str],
     span: (f64, f64),
+    mark: f64,
     draw: impl FnOnce(&mut Chart<'_, '_>) -> Result<(), String>,
 ) -> Result<(), Failure> {
     let frame = || -> Result<(), String> {
@@ -58,6 +60,9 @@ fn rows_chart(
             .map_err(text)?;
         chart
             .configure_mesh()
+            // Only the bold lines: with many rows the light ones fill the
+            // chart.
+            .light_line_style(WHITE)
             .y_labels(n)
             .y_label_formatter(&|y| {
                 let i = y.round();
@@ -72,7 +77,7 @@ fn rows_chart(
             .map_err(text)?;
         chart
             .draw_series(LineSeries::new(
-                [(1.0, -0.5), (1.0, n as f64 - 0.5)],
+                [(mark, -0.5), (mark, n as f64 - 0.5)],
                 BLACK.mix(0.4),
             ))
             .map_err(text)?;
@@ -154,6 +159,7 @@ pub fn suite_svg(
         "head / base (the base's median is 1)",
         &rows,
         span,
+        1.0,
         |chart| {
             for (i, r) in results.iter().enumerate() {
                 let y = (n - 1 - i) as f64;
@@ -206,6 +212,7 @@ pub fn several_svg(
         &format!("policy / {} (the base's median is 1)", names[0]),
         &rows,
         span,
+        1.0,
         |chart| {
             for (i, p) in pairs.iter().enumerate() {
                 for (j, r) in p.iter().enumerate() {
@@ -217,6 +224,59 @@ pub fn several_svg(
                 legend(chart, colour(j), name.clone())?;
             }
             Ok(())
+        },
+    )
+}
+
+/// `validate`'s plot: per figure (`label`, sim/real, band low, band high,
+/// all over the real median), the band as a bar and sim/real as a dot
+/// (green inside its band, red outside), on a log10 axis.
+pub fn validate_svg(
+    path: &Path,
+    dots: &[(String, f64, f64, f64)],
+    caption: &str,
+) -> Result<(), Failure> {
+    let l = |v: f64| if v > 0.0 { v.log10() } else { f64::NAN };
+    let span = bounds(
+        dots.iter()
+            .flat_map(|d| [l(d.1), l(d.2), l(d.3)])
+            .map(|v| v + 1.0),
+    );
+    let span = (span.0 - 1.0, span.1 - 1.0);
+    let n = dots.len();
+    let rows: Vec<&str> = dots.iter().map(|d| d.0.as_str()).collect();
+    rows_chart(
+        path,
+        120 + 18 * n as u32,
+        caption,
+        "log10(sim / real): 0 is the real median; bar: the tolerance band",
+        &rows,
+        span,
+        0.0,
+        |chart| {
+            for (i, &(_, ratio, lo, hi)) in dots.iter().enumerate() {
+                let y = (n - 1 - i) as f64;
+                let inside = lo <= ratio && ratio <= hi;
+                let colour = if inside { GREEN } else { RED };
+                chart
+                    .draw_series(LineSeries::new(
+                        [(l(lo), y), (l(hi), y)],
+                        BLUE.mix(0.5).stroke_width(3),
+                    ))
+                    .map_err(text)?;
+                if ratio.is_finite() && ratio > 0.0 {
+                    chart
+                        .draw_series([Circle::new((l(ratio), y), 4, colour.filled())])
+                        .map_err(text)?;
+                }
+            }
+            legend(
+                chart,
+                BLUE,
+                "tolerance band (real p25 / 1.25 to p75 * 1.25)".into(),
+            )?;
+            legend(chart, GREEN, "sim / real, within".into())?;
+            legend(chart, RED, "sim / real, outside".into())
         },
     )
 }

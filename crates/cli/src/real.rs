@@ -55,6 +55,9 @@ impl Machine {
 /// The scenario, built for this machine (a real run always runs here).
 pub fn build(c: &Common, p: Params) -> Result<Scenario, Failure> {
     let machine = schedlab_scenarios::topology("sysfs").map_err(|e| Failure::Input(e.0))?;
+    if c.costs.is_some() {
+        eprintln!("note: --costs is not used: a real run measures, it does not model");
+    }
     if let Some(t) = c.topology.as_deref().filter(|t| !t.starts_with("sysfs")) {
         eprintln!(
             "note: --topology {t} is not used: a real run runs on this machine ({} CPUs, from sysfs)",

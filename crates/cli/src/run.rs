@@ -43,6 +43,13 @@ pub struct Common {
     /// this machine, under its kernel, with the kernel's record (root).
     #[arg(long)]
     pub(crate) real: bool,
+    /// The cost model from a cost file (`schedlab calibrate --out FILE`)
+    /// instead of the scenario's.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) costs: Option<PathBuf>,
+    /// Use --costs though it was measured on a machine of another shape.
+    #[arg(long, requires = "costs")]
+    pub(crate) costs_any_shape: bool,
 }
 
 #[derive(Args, Debug)]
@@ -154,6 +161,7 @@ pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, 
         eprintln!("note: {n}");
     }
     s.spec.fixed_order = c.fixed_order;
+    crate::costs::apply(c.costs.as_deref(), c.costs_any_shape, &mut s)?;
     Ok(s)
 }
 

@@ -54,6 +54,12 @@ pub struct SuiteArgs {
     /// under each policy (--policies; default linux).
     #[arg(long, conflicts_with_all = ["base", "head", "csv", "plot"])]
     real: bool,
+    /// The cost model from a cost file (`schedlab calibrate --out FILE`).
+    #[arg(long, value_name = "FILE")]
+    costs: Option<PathBuf>,
+    /// Use --costs though it was measured on a machine of another shape.
+    #[arg(long, requires = "costs")]
+    costs_any_shape: bool,
 }
 
 /// A policy name as `--param`s, checked against the registry.
@@ -121,7 +127,9 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
     let mut scenarios = Vec::new();
     for r in &rows {
         for side in &sides {
-            scenarios.push(build(r, &a.topology, side, reg)?);
+            let mut sc = build(r, &a.topology, side, reg)?;
+            crate::costs::apply(a.costs.as_deref(), a.costs_any_shape, &mut sc)?;
+            scenarios.push(sc);
         }
     }
     let work: Vec<(usize, u64)> = (0..scenarios.len())

@@ -175,7 +175,9 @@ pub fn load_str(text: &str, file: &Path, params: Params) -> Result<Scenario, Rea
     load_str_on(text, file, params, None)
 }
 
-fn load_str_on(
+/// Loads a scenario from `text` to run on `machine` (when given) instead
+/// of the topology it names; `file` names it in errors.
+pub fn load_str_on(
     text: &str,
     file: &Path,
     mut params: Params,

@@ -6,6 +6,9 @@
 //! comes from (docs/REFERENCES.md has the sources) or that it is an
 //! estimate.
 //!
+//! Fields no `schedlab calibrate` measurement names keep their estimates
+//! in a cost file it writes (`docs/VALIDATION.md`).
+//!
 //! Calibration (held by a test): on `amd-2x8`, `ipc.reqrep.8` split across
 //! the LLCs reads 1.15–1.35× the pair in one LLC on two cores (the seed's
 //! metal: 8.4–8.5 against 6.7–6.9 µs, about 1.25), and the pair on one
@@ -13,10 +16,10 @@
 //! The absolute numbers are the model's, not the metal's.
 
 use schedlab_topology::Level;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Costs by topological distance.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ByLevel {
     pub smt: f64,
@@ -36,10 +39,12 @@ impl ByLevel {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CostModel {
-    /// One cache line moved between two CPUs, ns, by distance
+    /// One cache line moved between two CPUs, ns, by distance. `schedlab
+    /// calibrate` sets each distance the machine has from two threads
+    /// bouncing one word (half the round trip).
     /// (nviennot/core-to-core-latency: SMT 5–13, same CCX on Zen 3/4 16–27,
     /// across CCX 73–127, across sockets 190–300 on EPYC).
     pub line_ns: ByLevel,
@@ -51,15 +56,19 @@ pub struct CostModel {
     /// CCX, 10 across CCXs, 8 across sockets for one stream (STREAM-like
     /// single-thread copies on Zen 3/4; an estimate).
     pub bytes_per_ns: ByLevel,
-    /// Reading data that no LLC holds, from DRAM, bytes per ns: one
+    /// Reading data that no LLC holds, from DRAM, bytes per ns (`calibrate`
+    /// sets it from one thread's copy of 256 MiB): one
     /// stream's 8 GB/s, about the cross-socket figure above (an estimate).
     pub memory_bytes_per_ns: f64,
-    /// Wake from idle, ns, for idle depths 0, 1, 2 (AMD acpi_idle: C1
+    /// Wake from idle, ns, for idle depths 0, 1, 2 (`calibrate` fits depth
+    /// 0 to a futex ping-pong across CPUs, the wakee's idle; AMD acpi_idle: C1
     /// about 1 µs, C2 about 18 µs; a C6-like state: Intel C6 85–290 µs).
     pub wake_from_idle_ns: [u64; 3],
-    /// An IPI from send to handler on an awake CPU (x86: 1.1–1.2 µs).
+    /// An IPI from send to handler on an awake CPU (x86: 1.1–1.2 µs;
+    /// `calibrate` fits it to a futex ping-pong whose wakee's CPU is busy).
     pub ipi_ns: u64,
-    /// A context switch (x86: 1.1–1.5 µs).
+    /// A context switch (x86: 1.1–1.5 µs; `calibrate` fits it to a pipe
+    /// ping-pong on one CPU).
     pub context_switch_ns: u64,
     /// Entering the kernel and posting a wake or a message. An estimate,
     /// not measured.
@@ -105,9 +114,10 @@ pub struct CostModel {
     /// estimate, not measured.
     pub irq_ns: u64,
     /// Creating a thread (clone + setup) on the parent's CPU; spawn + join
-    /// reads 9–20 µs on x86 servers.
+    /// reads 9–20 µs on x86 servers (`calibrate` fits it to spawn and join).
     pub spawn_ns: u64,
-    /// How late a timer fires after its expiry: the scheduler tick and
+    /// How late a timer fires after its expiry (`calibrate` sets the
+    /// minimum and mean of 1 ms sleeps' lateness): the scheduler tick and
     /// every hrtimer (a sleep's deadline), drawn per expiry. None on metal:
     /// the CPU's own deadline timer raises the interrupt, whose entry is
     /// `irq_ns`; we found no sourced distribution of metal expiry latency
@@ -119,7 +129,7 @@ pub struct CostModel {
 /// brings the whole to `mean_ns` (a shifted exponential: the shape of a
 /// fixed path plus a memoryless wait). `mean_ns == 0` is none, and draws
 /// nothing from the run's RNG.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Lateness {
     pub min_ns: u64,
