@@ -67,6 +67,7 @@ pub mod perfetto;
 mod plot;
 mod pool;
 mod real;
+mod rtapp_log;
 mod run;
 mod suite;
 mod topo;

@@ -10,7 +10,7 @@ use schedlab_scenarios::rows::Row;
 use schedlab_scenarios::suite::{median, range};
 use schedlab_scenarios::{catalog, file, Params, Scenario};
 use schedlab_sim::figures::percentile;
-use schedlab_sim::{Figure, Registry, Sim};
+use schedlab_sim::{Figure, Outcome, Registry, Sim};
 use serde_json::{json, Value};
 
 use crate::run::{fmt, num, stalls_json, Common};
@@ -131,7 +131,13 @@ fn quantiles_us(v: &[u64]) -> Value {
 }
 
 /// `schedlab run SCENARIO --real`.
-pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result<(), Failure> {
+pub fn run(
+    s: &Scenario,
+    reps: u64,
+    json_out: bool,
+    allow_stall: bool,
+    rtapp_log: Option<&Path>,
+) -> Result<(), Failure> {
     let outs = run_reps(s, 1..=reps, false)?;
     let machine = Machine::read(&s.spec.topology);
     let missing: Vec<Value> = MISSING
@@ -162,7 +168,8 @@ pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result
                         "wake_to_run_us": quantiles_us(&k.wake_to_run), "lost_pages": k.lost_pages}),
                     None => json!({"missing": r.no_record}),
                 };
-                json!({"rep": o.seed, "wall_ns": o.end_ns, "figures": f, "tasks": tasks, "kernel": kernel})
+                json!({"rep": o.seed, "wall_ns": o.end_ns, "figures": f, "tasks": tasks, "kernel": kernel,
+                    "rtapp_log": crate::rtapp_log::json(o)})
             })
             .collect();
         let stalls = stalls_json(outs.iter().map(|r| &r.outcome), "rep");
@@ -170,6 +177,10 @@ pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result
             "machine": machine.json(), "policy": "this machine's kernel",
             "params": s.params, "runs": runs, "not_measured": missing, "stalls": stalls});
         say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+        if let Some(d) = rtapp_log {
+            let all: Vec<&Outcome> = outs.iter().map(|r| &r.outcome).collect();
+            crate::run::write_rtapp_logs(d, s, &all)?;
+        }
         return stalled(&outs, allow_stall);
     }
     say!(
@@ -243,6 +254,11 @@ pub fn run(s: &Scenario, reps: u64, json_out: bool, allow_stall: bool) -> Result
                 k.wakes_by.len() - SHOWN
             );
         }
+    }
+    let all: Vec<&Outcome> = outs.iter().map(|r| &r.outcome).collect();
+    crate::rtapp_log::print_summary(&all);
+    if let Some(d) = rtapp_log {
+        crate::run::write_rtapp_logs(d, s, &all)?;
     }
     say!(
         "not measured in a real run: {}",

@@ -74,6 +74,25 @@ pub struct RunArgs {
     /// With --real: runs 1..=N (a rep plays a seed's role).
     #[arg(long, value_name = "N", requires = "real")]
     reps: Option<u64>,
+    /// For an rt-app file: write rt-app's per-thread log files into DIR
+    /// (`DIR/seed-N/` per run when there are several).
+    #[arg(long, value_name = "DIR")]
+    rtapp_log: Option<PathBuf>,
+}
+
+/// Writes each run's rt-app log files under `dir` (`--rtapp-log`).
+pub(crate) fn write_rtapp_logs(dir: &Path, s: &Scenario, outs: &[&Outcome]) -> Result<(), Failure> {
+    for o in outs {
+        let d = if outs.len() == 1 {
+            dir.to_path_buf()
+        } else {
+            dir.join(format!("seed-{}", o.seed))
+        };
+        let threads: Vec<String> = s.spec.programs.keys().cloned().collect();
+        let n = crate::rtapp_log::write(&d, &s.name, o, &threads)?;
+        say!("rt-app's log: {n} file(s) in {}", d.display());
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -209,7 +228,13 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
     let s = build(&a.common, &a.common.params, reg)?;
     if a.common.real {
         let reps = a.reps.or(a.seeds).unwrap_or(1);
-        return crate::real::run(&s, reps, a.common.json, a.allow_stall);
+        return crate::real::run(
+            &s,
+            reps,
+            a.common.json,
+            a.allow_stall,
+            a.rtapp_log.as_deref(),
+        );
     }
     let seeds: Vec<u64> = match (a.seed, a.seeds) {
         (Some(s), _) => vec![s],
@@ -247,13 +272,17 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
                     .collect();
                 let warmth = json!({"llc_refill_bytes": refill, "cold_starts": cold, "llcs": o.llcs, "tasks": per_task});
                 json!({"seed": o.seed, "trace_hash": format!("{:016x}", o.trace_hash), "events": o.events,
-                       "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu, "warmth": warmth})
+                       "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu, "warmth": warmth,
+                       "rtapp_log": crate::rtapp_log::json(o)})
             })
             .collect();
         let stalls = stalls_json(&outs, "seed");
         let v = json!({"scenario": s.name, "topology": s.spec.topology.name(), "policy": policy,
                        "params": s.params, "runs": runs, "stalls": stalls});
         say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+        if let Some(d) = &a.rtapp_log {
+            write_rtapp_logs(d, &s, &outs.iter().collect::<Vec<_>>())?;
+        }
         return stalled(&outs, "seed", a.allow_stall);
     }
     say!(
@@ -284,6 +313,11 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
             o.counters["wakes.flagged"],
             o.counters["ipi.kick"]
         );
+    }
+    let all: Vec<&Outcome> = outs.iter().collect();
+    crate::rtapp_log::print_summary(&all);
+    if let Some(d) = &a.rtapp_log {
+        write_rtapp_logs(d, &s, &all)?;
     }
     stalled(&outs, "seed", a.allow_stall)
 }

@@ -26,11 +26,13 @@
 //! Real runs go one at a time with nothing else running; the simulations
 //! come after them, on every core.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use schedlab_real::Options;
 use schedlab_scenarios::rows::ROWS;
+use schedlab_scenarios::rtapp::log::Line;
 use schedlab_scenarios::suite::median;
 use schedlab_scenarios::{catalog, Params, Scenario};
 use schedlab_sim::{Outcome, Registry, Sim};
@@ -108,21 +110,36 @@ pub fn verdict(real: &[f64], sim: f64) -> Verdict {
 /// How a workload is built on this machine.
 type Build = Box<dyn Fn(&Registry) -> Result<Scenario, Failure>>;
 
-/// A workload's real runs: its name, scenario, reps, and rt-tests'
-/// hackbench's times beside them.
+/// A workload's real runs: its name, scenario, reps, and the real
+/// client's beside them.
 type Ran = (
     String,
     Scenario,
     Vec<schedlab_real::RealOutcome>,
-    Option<Vec<f64>>,
+    Option<ClientRuns>,
 );
+
+/// A real tool that runs the same workload.
+enum Client {
+    /// rt-tests' hackbench, with these arguments.
+    Hackbench(Vec<String>),
+    /// rt-app itself, on this file.
+    RtApp(PathBuf),
+}
+
+/// What the real client measured, one entry per rep.
+enum ClientRuns {
+    /// hackbench's `Time`, ms.
+    Times(Vec<f64>),
+    /// rt-app's log lines by the file's thread name.
+    Logs(Vec<BTreeMap<String, Vec<Line>>>),
+}
 
 /// One workload: a name and how to build it on this machine.
 struct Workload {
     name: String,
     build: Build,
-    /// rt-tests' hackbench arguments that run the same thing.
-    client: Option<Vec<String>>,
+    client: Option<Client>,
 }
 
 fn params(pairs: &[(&str, String)], reg: &Registry) -> Params {
@@ -180,7 +197,7 @@ fn workloads() -> Vec<Workload> {
                     );
                     catalog::build("hackbench", Some("sysfs"), p).map_err(|e| Failure::Input(e.0))
                 }),
-                client: Some(client),
+                client: Some(Client::Hackbench(client)),
             });
         }
     }
@@ -197,18 +214,19 @@ fn workloads() -> Vec<Workload> {
         client: None,
     });
     for f in ["periodic", "producer_consumer", "barrier"] {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../scenarios/rt-app/{f}.json"));
+        let path = if path.exists() {
+            path
+        } else {
+            PathBuf::from(format!("scenarios/rt-app/{f}.json"))
+        };
+        let file = path.clone();
         w.push(Workload {
             name: format!("rt-app/{f}.json"),
             build: Box::new(move |reg| {
                 let topo =
                     schedlab_scenarios::topology("sysfs").map_err(|e| Failure::Input(e.0))?;
-                let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join(format!("../../scenarios/rt-app/{f}.json"));
-                let path = if path.exists() {
-                    path
-                } else {
-                    PathBuf::from(format!("scenarios/rt-app/{f}.json"))
-                };
                 schedlab_scenarios::rtapp::load(
                     &path,
                     topo,
@@ -216,7 +234,7 @@ fn workloads() -> Vec<Workload> {
                 )
                 .map_err(|e| Failure::Input(e.to_string()))
             }),
-            client: None,
+            client: Some(Client::RtApp(file)),
         });
     }
     w
@@ -234,6 +252,65 @@ impl Row {
     fn verdict(&self) -> Verdict {
         verdict(&self.real, median(&self.sim))
     }
+}
+
+/// rt-app's columns compared, per thread of the file: rt-app's own log
+/// (each rep's median over the thread's loops) against the simulated log
+/// (each seed's median). `slack` and `wu_lat` only for a thread with a
+/// timer; `c_duration` is what the file configures, so it checks that the
+/// two read the file alike rather than predicting anything.
+const RTAPP_COLUMNS: &[&str] = &["run", "period", "slack", "wu_lat", "c_duration"];
+
+fn rtapp_rows(
+    workload: &str,
+    s: &Scenario,
+    real: &[BTreeMap<String, Vec<Line>>],
+    sim: &[&Outcome],
+) -> Vec<Row> {
+    let threads: Vec<String> = s.spec.programs.keys().cloned().collect();
+    let sim: Vec<BTreeMap<String, Vec<Line>>> = sim
+        .iter()
+        .map(|o| crate::rtapp_log::by_thread(o, &threads))
+        .collect();
+    let col = |c: &str| {
+        crate::rtapp_log::COLUMNS
+            .iter()
+            .find(|(n, _)| *n == c)
+            .map(|(_, f)| *f)
+            .expect("a column of COLUMNS")
+    };
+    let medians =
+        |runs: &[BTreeMap<String, Vec<Line>>], t: &str, f: crate::rtapp_log::Column| -> Vec<f64> {
+            runs.iter()
+                .filter_map(|r| r.get(t))
+                .map(|l| median(&l.iter().map(f).collect::<Vec<_>>()))
+                .collect()
+        };
+    let mut rows = Vec::new();
+    for t in &threads {
+        // slack and wu_lat are a timer's: a thread without one has 0s.
+        let timed = real
+            .iter()
+            .filter_map(|r| r.get(t))
+            .flatten()
+            .any(|l| l.c_period > 0);
+        for c in RTAPP_COLUMNS {
+            if !timed && matches!(*c, "slack" | "wu_lat") {
+                continue;
+            }
+            let f = col(c);
+            let (r, m) = (medians(real, t, f), medians(&sim, t, f));
+            if !r.is_empty() && !m.is_empty() {
+                rows.push(Row {
+                    workload: workload.to_string(),
+                    figure: format!("{t}.{c} (rt-app's log)"),
+                    real: r,
+                    sim: m,
+                });
+            }
+        }
+    }
+    rows
 }
 
 /// Per second of the run, a counter.
@@ -298,7 +375,8 @@ pub fn run(a: &ValidateArgs, reg: &Registry) -> Result<(), Failure> {
     let mut skipped: Vec<(String, String)> = Vec::new();
     let mut built: Vec<Ran> = Vec::new();
     let bar = crate::pool::progress(list.len(), "validate: real runs");
-    let mut client_missing = false;
+    let (mut hackbench_missing, mut rtapp_missing) = (false, false);
+    let rtapp_installed = crate::rtapp_log::installed();
     for w in &list {
         bar.inc(1);
         let mut s = match (w.build)(reg) {
@@ -333,10 +411,31 @@ pub fn run(a: &ValidateArgs, reg: &Registry) -> Result<(), Failure> {
             continue;
         }
         let client = match &w.client {
-            Some(args) => {
+            Some(Client::Hackbench(args)) => {
                 let t = client_times(args, reps);
-                client_missing |= t.is_none();
-                t
+                hackbench_missing |= t.is_none();
+                t.map(ClientRuns::Times)
+            }
+            Some(Client::RtApp(file)) if rtapp_installed => {
+                // As long as our executor's longest rep: a file whose
+                // loops end (or stall) keeps rt-app waiting to its
+                // duration.
+                let wall = outs.iter().map(|r| r.outcome.end_ns).max().unwrap_or(0);
+                let secs = wall.div_ceil(1_000_000_000).max(1);
+                let logs: Result<Vec<_>, String> = (1..=reps)
+                    .map(|rep| crate::rtapp_log::run_rtapp(file, secs, rep))
+                    .collect();
+                match logs {
+                    Ok(l) => Some(ClientRuns::Logs(l)),
+                    Err(why) => {
+                        skipped.push((format!("{} (rt-app itself)", w.name), why));
+                        None
+                    }
+                }
+            }
+            Some(Client::RtApp(_)) => {
+                rtapp_missing = true;
+                None
             }
             None => None,
         };
@@ -380,13 +479,19 @@ pub fn run(a: &ValidateArgs, reg: &Registry) -> Result<(), Failure> {
                 sim: sim.iter().map(|o| f.compute(o)).collect(),
             });
         }
-        if let (Some(t), Some((fname, f))) = (client, s.figures.first()) {
-            rows.push(Row {
-                workload: name.clone(),
-                figure: format!("{fname} (rt-tests hackbench)"),
-                real: t.clone(),
-                sim: sim.iter().map(|o| f.compute(o)).collect(),
-            });
+        match client {
+            Some(ClientRuns::Times(t)) => {
+                if let Some((fname, f)) = s.figures.first() {
+                    rows.push(Row {
+                        workload: name.clone(),
+                        figure: format!("{fname} (rt-tests hackbench)"),
+                        real: t.clone(),
+                        sim: sim.iter().map(|o| f.compute(o)).collect(),
+                    });
+                }
+            }
+            Some(ClientRuns::Logs(logs)) => rows.extend(rtapp_rows(name, s, logs, &sim)),
+            None => {}
         }
         if kernel {
             rows.push(Row {
@@ -409,10 +514,16 @@ pub fn run(a: &ValidateArgs, reg: &Registry) -> Result<(), Failure> {
             why.clone(),
         ));
     }
-    if client_missing {
+    if hackbench_missing {
         skipped.push((
             "rt-tests' hackbench beside ours".into(),
             "hackbench is not installed (Debian package rt-tests)".into(),
+        ));
+    }
+    if rtapp_missing {
+        skipped.push((
+            "rt-app itself beside the rt-app files".into(),
+            "rt-app is not installed (Debian package rt-app)".into(),
         ));
     }
     let info = Machine::read(&machine);

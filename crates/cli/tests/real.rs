@@ -293,3 +293,43 @@ fn ctrl_c_ends_every_process_restores_tracefs_and_exits_130() {
         "no process of the run is left: {orphans:?}"
     );
 }
+
+/// A real run of an rt-app file keeps rt-app's log as the simulator does:
+/// one line per loop, with the file's configured columns.
+#[test]
+fn a_real_rt_app_run_logs_each_loop() {
+    let d = std::env::temp_dir().join(format!("schedlab-real-rtlog-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("five.json");
+    std::fs::write(
+        &f,
+        r#"{ "tasks": { "tick": { "loop": 5, "phases": { "p": { "run": 300, "timer": { "ref": "unique", "period": 2000 } } } } } }"#,
+    )
+    .unwrap();
+    let v = json(&[
+        "run",
+        f.to_str().unwrap(),
+        "--real",
+        "--topology",
+        "sysfs",
+        "--json",
+    ]);
+    let tick = v["runs"][0]["rtapp_log"]["tick"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        tick.len(),
+        5,
+        "one line per loop: {}",
+        v["runs"][0]["rtapp_log"]
+    );
+    for l in &tick {
+        assert_eq!(
+            (l["c_duration"].as_u64(), l["c_period"].as_u64()),
+            (Some(300), Some(2000)),
+            "{l}"
+        );
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

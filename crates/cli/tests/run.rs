@@ -241,3 +241,59 @@ fn rt_app_files_run_from_the_command_line() {
         "{err}"
     );
 }
+
+/// A timed thread of 5 loops: rt-app's log has 5 lines whose configured
+/// columns are the file's, in `--json` and in the files `--rtapp-log`
+/// writes, named as rt-app names them.
+#[test]
+fn an_rt_app_file_prints_rt_apps_log_and_writes_its_files() {
+    let d = std::env::temp_dir().join(format!("schedlab-rtlog-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("five.json");
+    std::fs::write(
+        &f,
+        r#"{ "tasks": { "tick": { "loop": 5, "phases": { "p": { "run": 300, "timer": { "ref": "unique", "period": 2000 } } } },
+                        "idle": { "loop": 2, "phases": { "p": { "run": 100, "sleep": 100 } } } } }"#,
+    )
+    .unwrap();
+    let (code, out, err) = schedlab(&["run", f.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let log = &v["runs"][0]["rtapp_log"];
+    let tick = log["tick"].as_array().expect("tick's lines");
+    assert_eq!(tick.len(), 5, "one line per loop: {log}");
+    for l in tick {
+        assert_eq!(
+            (l["c_duration"].as_u64(), l["c_period"].as_u64()),
+            (Some(300), Some(2000)),
+            "{l}"
+        );
+        assert!(l["run"].as_u64() >= Some(300), "ran its 300 µs: {l}");
+    }
+    assert_eq!(
+        tick[1]["period"], 2000,
+        "a loop on its timer lasts the period: {}",
+        tick[1]
+    );
+    assert_eq!(log["idle"].as_array().map(Vec::len), Some(2), "{log}");
+    assert_eq!(log["idle"][0]["idx"], 1, "the file's second thread");
+
+    let dir = d.join("logs");
+    let (code, out, err) = schedlab(&[
+        "run",
+        f.to_str().unwrap(),
+        "--rtapp-log",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("rt-app's log, per thread") && out.contains("tick"),
+        "the summary: {out}"
+    );
+    let text =
+        std::fs::read_to_string(dir.join("five-tick-0.log")).expect("rt-app's name for tick's log");
+    let lines = schedlab_scenarios::rtapp::log::parse(&text).expect("rt-app's layout");
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(dir.join("five-idle-1.log").exists(), "idle's log");
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -62,6 +62,8 @@ pub struct Record {
     /// Laps by metric id, ns.
     pub laps: BTreeMap<u32, Vec<u64>>,
     pub counts: BTreeMap<u32, u64>,
+    /// Stamps in program order: (metric id, ns since the run began).
+    pub stamps: Vec<(u32, u64)>,
     pub cpu_ns: u64,
     /// Since the run began.
     pub exited_at: Option<u64>,
@@ -476,10 +478,16 @@ impl Task<'_> {
                 timer,
                 period,
                 absolute,
+                stamp,
             } => {
                 let t0 = shm.t0().load(Acquire);
                 let now = sys::now().saturating_sub(t0);
-                if let Some(at) = objs.timer_next(timer.index(), now, period, absolute) {
+                let next = objs.timer_next(timer.index(), now, period, absolute);
+                if let Some(m) = stamp {
+                    let (Ok(at) | Err(at)) = next;
+                    self.rec.lock().expect("ours").stamps.push((m.0, at));
+                }
+                if let Ok(at) = next {
                     self.timed(|| sys::sleep_until(t0 + at));
                 }
             }
@@ -530,6 +538,10 @@ impl Task<'_> {
                 if at != 0 {
                     self.push_lap(m.0, sys::now().saturating_sub(at));
                 }
+            }
+            Instr::Stamp(m) => {
+                let now = sys::now().saturating_sub(shm.t0().load(Acquire));
+                self.rec.lock().expect("ours").stamps.push((m.0, now));
             }
             Instr::Count { metric, n } => {
                 *self

@@ -375,10 +375,10 @@ impl<'a> Objects<'a> {
     }
 
     /// A use of timer `t` at `now` (ns since the run began), as the
-    /// simulator's `Timer::next`: the expiry to sleep until, or `None`
-    /// when it has passed (the timer restarts from `now` unless
-    /// `absolute`). The expiry is kept + 1 (0: never used).
-    pub fn timer_next(&self, t: usize, now: u64, period: u64, absolute: bool) -> Option<u64> {
+    /// simulator's `Timer::next`: `Ok(expiry)` to sleep until, or
+    /// `Err(expiry)` when it has passed (the timer restarts from `now`
+    /// unless `absolute`). The expiry is kept + 1 (0: never used).
+    pub fn timer_next(&self, t: usize, now: u64, period: u64, absolute: bool) -> Result<u64, u64> {
         let o = self.k.timers + t;
         let _g = self.guard(o);
         let next = self.shm.obj64(o);
@@ -388,9 +388,9 @@ impl<'a> Objects<'a> {
         } + period;
         if now < at {
             next.store(at + 1, Relaxed);
-            return Some(at);
+            return Ok(at);
         }
         next.store(if absolute { at } else { now } + 1, Relaxed);
-        None
+        Err(at)
     }
 }

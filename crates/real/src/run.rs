@@ -466,6 +466,11 @@ pub fn outcome(p: &Prepared, records: &[Record], end_ns: u64, rep: u64) -> Outco
                 exited_at: r.exited_at,
                 final_cpu: r.final_cpu.map(schedlab_topology::CpuId::new),
                 cpu_ns: r.cpu_ns,
+                stamps: r
+                    .stamps
+                    .iter()
+                    .map(|&(m, ns)| (p.metrics[m as usize].clone(), ns))
+                    .collect(),
                 ..TaskOutcome::default()
             },
         );

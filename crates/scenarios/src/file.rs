@@ -52,13 +52,16 @@
 //! `{ unlock = { lock } }`, `{ cond_wait = { cond, lock } }` (`lock`
 //! optional), `{ cond_signal = { cond } }`, `{ cond_broadcast = { cond } }`,
 //! `{ barrier = { barrier, n } }`,
-//! `{ timer = { timer, period, absolute } }` (`absolute` optional),
+//! `{ timer = { timer, period, absolute, stamp } }` (`absolute` and
+//! `stamp` optional),
 //! `{ run_for = NS }`, `{ wake_lap = { metric } }`, `{ sleep = NS }`,
 //! `{ random_sleep = { min, max } }`, `{ exp_sleep = { mean } }`, `{ io = NS }`,
 //! `{ spawn = { program } }`, `"join"`, `"join_any"`, `"exit"`, `"yield"`, `"leave"`,
 //! `{ loop = { n, body = [...] } }`, `{ lap = { metric } }`,
 //! `{ lap_start = { metric } }`,
-//! `{ count = { metric, n } }`.
+//! `{ count = { metric, n } }`, `{ stamp = { metric } }` (the time now,
+//! in the task's own sequence of stamps, which `--json` does not print;
+//! rt-app's log is made from them).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -275,17 +275,17 @@ pub struct Timer {
 }
 
 impl Timer {
-    /// A use at `now`: `Some(expiry)` to sleep until, or `None` when the
-    /// expiry is already past (the timer then restarts from `now`, unless
-    /// `absolute`).
-    pub fn next(&mut self, now: u64, period: u64, absolute: bool) -> Option<u64> {
+    /// A use at `now`: `Ok(expiry)` to sleep until, or `Err(expiry)` when
+    /// the expiry is already past (the timer then restarts from `now`,
+    /// unless `absolute`).
+    pub fn next(&mut self, now: u64, period: u64, absolute: bool) -> Result<u64, u64> {
         let at = self.next.unwrap_or(now) + period;
         if now < at {
             self.next = Some(at);
-            return Some(at);
+            return Ok(at);
         }
         self.next = Some(if absolute { at } else { now });
-        None
+        Err(at)
     }
 }
 
@@ -454,15 +454,15 @@ mod tests {
     #[test]
     fn a_timer_keeps_its_period_and_restarts_when_overrun() {
         let mut r = Timer::default();
-        assert_eq!(r.next(5, 19, false), Some(24), "first use: one period on");
-        assert_eq!(r.next(30, 19, false), Some(43), "late by 6: still 43");
-        assert_eq!(r.next(50, 19, false), Some(62));
-        assert_eq!(r.next(90, 19, false), None, "missed 81: restart at 90");
-        assert_eq!(r.next(95, 19, false), Some(109));
+        assert_eq!(r.next(5, 19, false), Ok(24), "first use: one period on");
+        assert_eq!(r.next(30, 19, false), Ok(43), "late by 6: still 43");
+        assert_eq!(r.next(50, 19, false), Ok(62));
+        assert_eq!(r.next(90, 19, false), Err(81), "missed 81: restart at 90");
+        assert_eq!(r.next(95, 19, false), Ok(109));
         let mut a = Timer::default();
-        assert_eq!(a.next(0, 20, true), Some(20));
-        assert_eq!(a.next(45, 20, true), None, "absolute: 40 missed");
-        assert_eq!(a.next(46, 20, true), Some(60), "the phase is kept");
+        assert_eq!(a.next(0, 20, true), Ok(20));
+        assert_eq!(a.next(45, 20, true), Err(40), "absolute: 40 missed");
+        assert_eq!(a.next(46, 20, true), Ok(60), "the phase is kept");
     }
 
     #[test]

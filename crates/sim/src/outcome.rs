@@ -179,6 +179,9 @@ pub struct TaskOutcome {
     /// LLC where they were cold, and how many of its starts did.
     pub llc_refill_bytes: u64,
     pub cold_starts: u64,
+    /// Its stamps ([`crate::Op::Stamp`], a timer's `stamp`), in program
+    /// order: (metric, ns since the run began).
+    pub stamps: Vec<(String, u64)>,
 }
 
 /// A move: its time and its reason in one word (8 bytes a move, not 24:

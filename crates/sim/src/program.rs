@@ -78,12 +78,17 @@ pub enum Op {
     /// sleeps until it. An expiry already past is not slept for; the timer
     /// then restarts from now, unless `absolute` (rt-app's `"mode":
     /// "absolute"`) keeps its phase. The first period starts at the first
-    /// use.
+    /// use. With `stamp`, each use records the expiry it computed (ns
+    /// since the run began, slept for or already past) as a stamp of that
+    /// name ([`Op::Stamp`]): what rt-app's log derives slack and wakeup
+    /// latency from.
     Timer {
         timer: ObjName,
         period: u64,
         #[serde(default)]
         absolute: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stamp: Option<String>,
     },
     /// Compute until `ns` of wall time has passed since the op began,
     /// preempted or not, in 32 µs pieces of work (rt-app's `runtime`).
@@ -150,5 +155,12 @@ pub enum Op {
     Count {
         metric: String,
         n: u64,
+    },
+    /// Record the time now (ns since the run began) under `metric`, in
+    /// this task's own sequence of stamps ([`crate::TaskOutcome::stamps`]):
+    /// points a figure is derived from afterwards, in program order (rt-app's
+    /// per-loop log).
+    Stamp {
+        metric: String,
     },
 }

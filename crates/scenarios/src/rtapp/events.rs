@@ -5,6 +5,7 @@ use schedlab_sim::Op;
 use serde_json::value::RawValue;
 
 use super::json::{Reader, Res};
+use super::log;
 use super::MEM_BYTES_PER_NS;
 
 /// Event names in `obj_is_event()`'s order (a key is the first it starts
@@ -61,8 +62,19 @@ pub(super) fn event<'a>(
         Ok(n)
     };
     match ev {
-        "run" => out.push(Op::Run(r.us(v)?)),
-        "runtime" => out.push(Op::RunFor(r.us(v)?)),
+        // Stamped for rt-app's log (`log`): the event's wall time.
+        "run" | "runtime" => {
+            let ns = r.us(v)?;
+            out.extend([
+                stamp(log::RUN),
+                if ev == "run" {
+                    Op::Run(ns)
+                } else {
+                    Op::RunFor(ns)
+                },
+                stamp(log::RUN_END),
+            ]);
+        }
         "sleep" => out.push(Op::Sleep(r.us(v)?)),
         "mem" | "iorun" => {
             let bytes = u64::try_from(r.int(v)?)
@@ -98,7 +110,7 @@ pub(super) fn event<'a>(
             let n = task_named(r, "resume")?;
             out.extend([lock(&n), Op::CondBroadcast { cond: n.clone() }, unlock(&n)]);
         }
-        "timer" => out.push(timer(r, v, me)?),
+        "timer" => out.extend([stamp(log::TIMER), timer(r, v, me)?, stamp(log::TIMER_END)]),
         "yield" => out.push(Op::Yield),
         "barrier" => out.push(Op::Barrier {
             barrier: r.string(v)?,
@@ -110,6 +122,13 @@ pub(super) fn event<'a>(
         _ => unreachable!("EVENTS lists {ev}"),
     }
     Ok(())
+}
+
+/// A stamp for rt-app's log.
+pub(super) fn stamp(what: &str) -> Op {
+    Op::Stamp {
+        metric: what.into(),
+    }
 }
 
 /// Marks a per-thread timer's name, replaced by the instance's own.
@@ -143,5 +162,6 @@ fn timer<'a>(r: &Reader<'a>, v: &'a RawValue, me: &str) -> Res<Op> {
         timer: re,
         period,
         absolute,
+        stamp: Some(log::EXPIRY.into()),
     })
 }

@@ -58,6 +58,13 @@
 //!   `nodes_membind` with a note; `pi_enabled` with a note (no priority
 //!   inheritance).
 //!
+//! ## rt-app's log
+//!
+//! Each loop of a phase is stamped where rt-app takes its times (its start
+//! and end, around each `run`/`runtime`, and each `timer`'s use, expiry and
+//! wake), so a run, simulated or real, yields rt-app's per-thread log:
+//! [`log`] says how each column is derived.
+//!
 //! rt-app's JSON may carry C comments and trailing commas (json-c reads
 //! both); they are blanked before parsing, so every error still names the
 //! file's own line and column. The legacy `resources` section is read for
@@ -78,8 +85,9 @@ use crate::{Builder, Params, Scenario};
 
 mod events;
 mod json;
+pub mod log;
 
-use events::{event, EVENTS, UNIQUE};
+use events::{event, stamp, EVENTS, UNIQUE};
 use json::{strip_comments, Obj, Reader, Res};
 
 /// Bytes per ns `mem` and `iorun` are charged at: 10 GB/s, an estimate of
@@ -195,6 +203,48 @@ pub fn load_str(
     }
     s.notes = r.notes;
     Ok(s)
+}
+
+/// The file as rt-app itself should run it beside a simulation: comments
+/// and trailing commas gone, and in `global` the logs sent to `logdir`
+/// under `basename`, `duration` set to `duration_s` (a file that loops for
+/// ever with duration -1 would never end), `calibration` to `ns_per_loop`
+/// when given (rt-app then skips its own, which takes seconds), and rt-app's
+/// ftrace markers and gnuplot files off. Everything else is the file's, in
+/// its order.
+pub fn for_rtapp(
+    text: &str,
+    file: &Path,
+    logdir: &Path,
+    basename: &str,
+    duration_s: u64,
+    ns_per_loop: Option<u64>,
+) -> Result<String, ReadError> {
+    let whole = |message: String| ReadError {
+        file: file.to_path_buf(),
+        line: None,
+        column: None,
+        message,
+    };
+    let clean = strip_comments(text).map_err(whole)?;
+    let mut root: serde_json::Value =
+        serde_json::from_str(&clean).map_err(|e| whole(e.to_string()))?;
+    let obj = root
+        .as_object_mut()
+        .ok_or_else(|| whole("expected an object".into()))?;
+    let g = obj.entry("global").or_insert_with(|| serde_json::json!({}));
+    let g = g
+        .as_object_mut()
+        .ok_or_else(|| whole("global: expected an object".into()))?;
+    g.insert("logdir".into(), logdir.display().to_string().into());
+    g.insert("log_basename".into(), basename.into());
+    g.insert("duration".into(), duration_s.into());
+    g.insert("ftrace".into(), false.into());
+    g.insert("gnuplot".into(), false.into());
+    if let Some(n) = ns_per_loop {
+        g.insert("calibration".into(), n.into());
+    }
+    Ok(serde_json::to_string_pretty(&root).expect("plain data"))
 }
 
 /// What `global` says that the run uses.
@@ -508,6 +558,20 @@ fn read_phase<'a>(
             },
         });
     }
+    // rt-app's log: a stamp at the loop's start naming what it
+    // configures, and one at its end.
+    let (mut c_duration, mut c_period) = (0, 0);
+    for w in body.windows(2) {
+        match (&w[0], &w[1]) {
+            (Op::Stamp { metric }, Op::Run(ns) | Op::RunFor(ns)) if metric == log::RUN => {
+                c_duration += ns / 1000
+            }
+            (_, Op::Timer { period, .. }) => c_period += period / 1000,
+            _ => {}
+        }
+    }
+    body.insert(0, stamp(&log::start(c_duration, c_period)));
+    body.push(stamp(log::END));
     Ok((Op::Loop { n: times(n), body }, own))
 }
 
@@ -620,10 +684,12 @@ fn per_instance(ops: &[Op], who: &str) -> Vec<Op> {
                 timer,
                 period,
                 absolute,
+                stamp,
             } if timer.starts_with(UNIQUE) => Op::Timer {
                 timer: format!("{who}/{}", &timer[UNIQUE.len()..]),
                 period: *period,
                 absolute: *absolute,
+                stamp: stamp.clone(),
             },
             Op::Loop { n, body } => Op::Loop {
                 n: *n,

@@ -59,6 +59,7 @@ pub enum Instr {
         timer: TimerId,
         period: u64,
         absolute: bool,
+        stamp: Option<MetricId>,
     },
     RunFor(u64),
     WakeLap(MetricId),
@@ -81,6 +82,7 @@ pub enum Instr {
     Leave,
     Lap(MetricId),
     LapStart(MetricId),
+    Stamp(MetricId),
     Count {
         metric: MetricId,
         n: u64,
@@ -185,8 +187,18 @@ impl Code {
                 | Op::CondWait { .. }
                 | Op::CondSignal { .. }
                 | Op::CondBroadcast { .. }
-                | Op::Barrier { .. }
-                | Op::Timer { .. } => sync_instr(op, o),
+                | Op::Barrier { .. } => sync_instr(op, o),
+                Op::Timer {
+                    timer,
+                    period,
+                    absolute,
+                    stamp,
+                } => Instr::Timer {
+                    timer: o.timer(timer),
+                    period: *period,
+                    absolute: *absolute,
+                    stamp: stamp.as_deref().map(|m| self.metric(m)),
+                },
                 Op::RunFor(ns) => Instr::RunFor(*ns),
                 Op::WakeLap { metric } => Instr::WakeLap(self.metric(metric)),
                 Op::Lock { lock } => Instr::Lock(o.lock(lock)),
@@ -206,6 +218,7 @@ impl Code {
                 Op::Leave => Instr::Leave,
                 Op::Lap { metric } => Instr::Lap(self.metric(metric)),
                 Op::LapStart { metric } => Instr::LapStart(self.metric(metric)),
+                Op::Stamp { metric } => Instr::Stamp(self.metric(metric)),
                 Op::Count { metric, n } => Instr::Count {
                     metric: self.metric(metric),
                     n: *n,
@@ -233,15 +246,6 @@ fn sync_instr(op: &Op, o: &mut Objects) -> Instr {
         Op::Barrier { barrier, n } => Instr::Barrier {
             barrier: o.barrier(barrier),
             n: *n,
-        },
-        Op::Timer {
-            timer,
-            period,
-            absolute,
-        } => Instr::Timer {
-            timer: o.timer(timer),
-            period: *period,
-            absolute: *absolute,
         },
         _ => unreachable!("not a synchronization op"),
     }

@@ -278,9 +278,11 @@ impl<P: Policy> Engine<P> {
     fn op(&mut self, cpu: CpuId, task: TaskId, op: Instr) -> bool {
         match op {
             Instr::Run(ns) => self.op_run(cpu, task, ns),
-            Instr::LapStart(_) | Instr::Lap(_) | Instr::Count { .. } | Instr::WakeLap(_) => {
-                self.op_metric(task, op)
-            }
+            Instr::LapStart(_)
+            | Instr::Lap(_)
+            | Instr::Count { .. }
+            | Instr::WakeLap(_)
+            | Instr::Stamp(_) => self.op_metric(task, op),
             Instr::Call { port, bytes } => self.op_call(cpu, task, op, port, bytes),
             Instr::Serve(port) => self.op_serve(cpu, task, port),
             Instr::Reply { bytes } => self.op_reply(cpu, task, op, bytes),
@@ -296,7 +298,8 @@ impl<P: Policy> Engine<P> {
                 timer,
                 period,
                 absolute,
-            } => self.op_timer(cpu, task, timer, period, absolute),
+                stamp,
+            } => self.op_timer(cpu, task, timer, period, absolute, stamp),
             Instr::RunFor(ns) => self.op_run_for(cpu, task, ns),
             Instr::Lock(l) => {
                 if self.objects.locks[l.index()].acquire(task) {
@@ -356,6 +359,7 @@ impl<P: Policy> Engine<P> {
                     self.push_lap(m, now - at);
                 }
             }
+            Instr::Stamp(m) => self.stamp(task, m, now),
             _ => unreachable!("not a metric op"),
         }
         self.done(task)
@@ -396,14 +400,25 @@ impl<P: Policy> Engine<P> {
         t: TimerId,
         period: u64,
         absolute: bool,
+        stamp: Option<MetricId>,
     ) -> bool {
         if self.task(task).op_started {
             return self.done(task);
         }
-        match self.objects.timers[t.index()].next(self.now, period, absolute) {
-            Some(at) => self.op_sleep_until(cpu, task, at),
-            None => self.done(task),
+        let next = self.objects.timers[t.index()].next(self.now, period, absolute);
+        if let Some(m) = stamp {
+            let (Ok(at) | Err(at)) = next;
+            self.stamp(task, m, at);
         }
+        match next {
+            Ok(at) => self.op_sleep_until(cpu, task, at),
+            Err(_) => self.done(task),
+        }
+    }
+
+    /// Records `ns` as a stamp of `m` in `task`'s sequence.
+    fn stamp(&mut self, task: TaskId, m: MetricId, ns: u64) {
+        self.stamps.entry(task.0).or_default().push((m, ns));
     }
 
     fn op_run(&mut self, cpu: CpuId, task: TaskId, ns: u64) -> bool {

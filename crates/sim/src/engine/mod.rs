@@ -83,7 +83,7 @@ mod stall;
 pub use stall::{describe_wait, WaitState};
 mod warmth;
 
-use code::Code;
+use code::{Code, MetricId};
 use interp::Tasks;
 use machine::{HwCpu, SegKind};
 use queue::Queue;
@@ -193,6 +193,8 @@ pub struct Engine<P: Policy> {
     /// Laps and counts by metric id (`None`: none recorded).
     laps: Vec<Option<LapLog>>,
     counts: Vec<Option<u64>>,
+    /// Stamps by task id, in program order ([`crate::Op::Stamp`]).
+    stamps: BTreeMap<u32, Vec<(MetricId, u64)>>,
     /// Pending events, earliest first.
     queue: Queue,
     /// Programs' own randomness (`RandomSleep`): a second stream of the
@@ -249,6 +251,7 @@ impl<P: Policy> Engine<P> {
             code,
             laps: Vec::new(),
             counts: Vec::new(),
+            stamps: BTreeMap::new(),
             queue: Queue::new((!spec.fixed_order).then(|| ChaCha8Rng::seed_from_u64(seed))),
             prog_rng: stream(seed, 1),
             hw_rng: stream(seed, 2),
@@ -379,6 +382,12 @@ impl<P: Policy> Engine<P> {
             o.cpu_ns = t.cpu_ns;
             o.llc_refill_bytes = t.llc_refill_bytes;
             o.cold_starts = t.cold_starts;
+            if let Some(st) = self.stamps.remove(&id.0) {
+                o.stamps = st
+                    .into_iter()
+                    .map(|(m, ns)| (self.code.metrics[m.0 as usize].clone(), ns))
+                    .collect();
+            }
             // The CPU that holds it (its owner, asked first; an exited
             // task is held nowhere), else where it last ran.
             let word = self.sh.task_word(id);
