@@ -30,6 +30,7 @@ declare -A what=(
   [sis-no-depth]="linux: select_idle_cpu() ignores SIS_UTIL's scan depth"
   [fork-stays-local]="linux: sched_balance_find_dst_group() never leaves the local group"
   [cond-wake-anonymous]="rt-app: a condition variable's signal names no waker"
+  [phase-cpus-ignored]="rt-app: a phase's cpus do not move its thread"
   [switch-unaccounted]="accounting: a switch is charged to the CPU, not to its task"
   [shared-never-invalidated]="warmth: a process's shared data stays warm in every LLC its threads wrote it from"
   [llc-never-evicts]="warmth: an LLC holds any amount of hot data"

@@ -19,7 +19,9 @@ pub struct Common {
     #[arg(default_value = "")]
     pub(crate) scenario: String,
     /// The machine: a preset (`topo --list`), `sysfs` (this one), `sysfs:ROOT`,
-    /// `lscpu:FILE` or `FILE.toml`; built-ins default to amd-2x8.
+    /// `lscpu:FILE` or `FILE.toml`; built-ins, rt-app files and scenario
+    /// files without a [topology] default to amd-2x8; over a file's own
+    /// [topology], it wins (with a note).
     #[arg(long, value_name = "T")]
     pub(crate) topology: Option<String>,
     /// The placement policy: home, waker-streak, waker-streak:K, or any
@@ -162,12 +164,16 @@ pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, 
         return crate::real::build(c, p);
     }
     let mut s = if c.scenario.ends_with(".toml") {
-        if c.topology.is_some() {
-            return Err(Failure::Input(
-                "--topology: a scenario file names its own topology".into(),
-            ));
+        // --topology wins over the file's [topology] (with a note).
+        let path = Path::new(&c.scenario);
+        match &c.topology {
+            Some(t) => {
+                let topo = schedlab_scenarios::topology(t).map_err(|e| Failure::Input(e.0))?;
+                file::load_on(path, p, topo)
+            }
+            None => file::load(path, p),
         }
-        file::load(Path::new(&c.scenario), p).map_err(|e| Failure::Input(e.to_string()))?
+        .map_err(|e| Failure::Input(e.to_string()))?
     } else if c.scenario.ends_with(".json") {
         let topo = schedlab_scenarios::topology(c.topology.as_deref().unwrap_or("amd-2x8"))
             .map_err(|e| Failure::Input(e.0))?;
@@ -254,6 +260,9 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
             seeds.len()
         );
     }
+    let mut s = s;
+    // `--json` names who woke whom, as a real run's kernel record does.
+    s.spec.count_wakers = a.common.json;
     let outs = run_seeds(&s, &seeds, jobs(&a.common));
     let policy = s.spec.policy.name();
     if a.common.json {
@@ -273,7 +282,7 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
                 let warmth = json!({"llc_refill_bytes": refill, "cold_starts": cold, "llcs": o.llcs, "tasks": per_task});
                 json!({"seed": o.seed, "trace_hash": format!("{:016x}", o.trace_hash), "events": o.events,
                        "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu, "warmth": warmth,
-                       "rtapp_log": crate::rtapp_log::json(o)})
+                       "wakes_by": o.wakes_by, "rtapp_log": crate::rtapp_log::json(o)})
             })
             .collect();
         let stalls = stalls_json(&outs, "seed");

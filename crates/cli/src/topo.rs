@@ -5,17 +5,19 @@ use std::path::PathBuf;
 
 use clap::Args;
 use schedlab_topology::read::{from_lscpu_file, from_sysfs, from_toml_file};
-use schedlab_topology::{preset, Topology, PRESETS};
+use schedlab_topology::{Topology, PRESETS};
 use serde_json::json;
 
 use crate::Failure;
 
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("source").args(["preset", "sysfs", "lscpu", "file", "list"])))]
+#[command(group(clap::ArgGroup::new("source").args(["topology", "sysfs", "lscpu", "file", "list"])))]
 pub struct TopoArgs {
-    /// A named machine (see --list).
-    #[arg(long, value_name = "NAME")]
-    preset: Option<String>,
+    /// The machine, as every command takes it: a preset (see --list),
+    /// `sysfs`, `sysfs:ROOT`, `lscpu:FILE` or `FILE.toml`. `--preset` is
+    /// the same.
+    #[arg(long, visible_alias = "preset", value_name = "T")]
+    topology: Option<String>,
     /// A Linux sysfs tree: a filesystem root holding sys/, or a sysfs mount.
     /// With no source at all, this machine's (/) is read.
     #[arg(long, value_name = "ROOT", num_args = 0..=1, default_missing_value = "/")]
@@ -56,14 +58,8 @@ pub fn run(args: &TopoArgs) -> Result<(), Failure> {
 
 fn load(args: &TopoArgs) -> Result<Topology, Failure> {
     let bad = |e: schedlab_topology::read::ReadError| Failure::Input(e.to_string());
-    if let Some(name) = &args.preset {
-        return preset(name).ok_or_else(|| {
-            let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-            Failure::Input(format!(
-                "unknown preset {name:?}: expected one of {}",
-                names.join(", ")
-            ))
-        });
+    if let Some(t) = &args.topology {
+        return schedlab_scenarios::topology(t).map_err(|e| Failure::Input(e.0));
     }
     if let Some(f) = &args.lscpu {
         return from_lscpu_file(f).map_err(bad);

@@ -333,3 +333,32 @@ fn a_real_rt_app_run_logs_each_loop() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A phase's `cpus` move the real thread too (`sched_setaffinity`): it
+/// ends on the last phase's CPU.
+#[test]
+fn a_real_thread_follows_its_phases_cpus() {
+    let d = std::env::temp_dir().join(format!("schedlab-real-phases-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("phases.json");
+    std::fs::write(
+        &f,
+        r#"{ "tasks": { "t": { "loop": 1, "phases": {
+            "a": { "cpus": [1], "run": 2000 }, "b": { "cpus": [0], "run": 2000 } } } } }"#,
+    )
+    .unwrap();
+    let v = json(&[
+        "run",
+        f.to_str().unwrap(),
+        "--real",
+        "--topology",
+        "sysfs",
+        "--json",
+    ]);
+    assert_eq!(
+        v["runs"][0]["tasks"]["t"]["final_cpu"], 0,
+        "last on phase b's cpu0: {}",
+        v["runs"][0]["tasks"]
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -297,3 +297,52 @@ fn an_rt_app_file_prints_rt_apps_log_and_writes_its_files() {
     assert!(dir.join("five-idle-1.log").exists(), "idle's log");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A scenario file without [topology] runs on --topology (amd-2x8 when
+/// none is given, as built-ins do); over a file's own [topology],
+/// --topology wins with a note.
+#[test]
+fn a_scenario_file_without_a_topology_runs_on_the_one_given() {
+    let d = std::env::temp_dir().join(format!("schedlab-notopo-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("bare.toml");
+    std::fs::write(
+        &f,
+        "[[task]]\nname = \"a\"\ncpu = 1\nprogram = [{ run = 1000 }]\n",
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    for (topo, want) in [
+        (None, "amd-2x8"),
+        (Some("sysfs"), "sysfs"),
+        (Some("t14"), "t14"),
+    ] {
+        let mut args = vec!["run", f, "--json"];
+        args.extend(topo.iter().flat_map(|t| ["--topology", *t]));
+        let (code, out, err) = schedlab(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["topology"], want, "{args:?}");
+    }
+    let named = d.join("named.toml");
+    std::fs::write(
+        &named,
+        "[topology]\npreset = \"genoa-96\"\n[[task]]\nname = \"a\"\ncpu = 1\nprogram = [{ run = 1000 }]\n",
+    )
+    .unwrap();
+    let (code, out, err) = schedlab(&[
+        "run",
+        named.to_str().unwrap(),
+        "--topology",
+        "t14",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("runs on t14, not on the [topology] it names"),
+        "the note: {err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["topology"], "t14");
+    std::fs::remove_dir_all(&d).unwrap();
+}

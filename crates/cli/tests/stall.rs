@@ -203,3 +203,86 @@ fn a_sweep_reports_its_stalled_runs() {
         );
     }
 }
+
+/// A task that locks a lock it holds: a default mutex deadlocks there, so
+/// the run stalls (exit 3) and the report names the lock and its holder,
+/// itself.
+#[test]
+fn a_relock_is_a_stall_naming_the_lock_and_its_holder() {
+    let f = file(
+        "relock.toml",
+        &format!(
+            "{HEAD}{}",
+            task(
+                "t",
+                0,
+                "[{ lock = { lock = \"m\" } }, { run = 1000 }, { lock = { lock = \"m\" } }, { unlock = { lock = \"m\" } }]"
+            )
+        ),
+    );
+    let (code, _, err) = schedlab(&["run", &f]);
+    no_panic(&err);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("t waits on lock \"m\", which it holds itself: a relock"),
+        "{err}"
+    );
+}
+
+/// An unlock by a task that does not hold the lock: in a scenario file the
+/// run stops there (exit 3, naming the holder); in an rt-app file, where
+/// it is seen as the file is read, an error at its place (exit 2).
+#[test]
+fn an_unlock_by_a_non_holder_is_named() {
+    let f = file(
+        "unlock.toml",
+        &format!(
+            "{HEAD}{}{}",
+            task(
+                "a",
+                0,
+                "[{ lock = { lock = \"m\" } }, { run = 5000000 }, { unlock = { lock = \"m\" } }]"
+            ),
+            task("b", 1, "[{ run = 100000 }, { unlock = { lock = \"m\" } }]")
+        ),
+    );
+    let (code, _, err) = schedlab(&["run", &f]);
+    no_panic(&err);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("b unlocked lock \"m\", which it does not hold (a holds it)"),
+        "{err}"
+    );
+    let j = file(
+        "unlock.json",
+        "{ \"tasks\": { \"b\": { \"loop\": 1,\n   \"run\": 10, \"unlock\": \"m\" } } }",
+    );
+    let (code, _, err) = schedlab(&["run", &j]);
+    no_panic(&err);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("unlock.json:2:25: unlock \"m\" in thread \"b\", which does not hold it here"),
+        "{err}"
+    );
+}
+
+/// A resume that finds its thread still running is lost, as in rt-app; when
+/// that leaves a thread suspended for ever, the stall report says which
+/// wake was lost, when, and by whom.
+#[test]
+fn a_lost_resume_is_named_in_the_stall_report() {
+    let j = file(
+        "lost.json",
+        r#"{ "tasks": {
+            "a": { "loop": 1, "run": 100, "resume": "b" },
+            "b": { "loop": 1, "run": 5000, "suspend": "b" } } }"#,
+    );
+    let (code, _, err) = schedlab(&["run", &j]);
+    no_panic(&err);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("b waits on a signal of condition \"b\"; its last wake, by a at ")
+            && err.contains("found nobody waiting and was lost"),
+        "{err}"
+    );
+}

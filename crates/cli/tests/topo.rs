@@ -80,7 +80,7 @@ fn bad_input_exits_2_naming_file_and_line() {
 
     let (code, _, err) = schedlab(&["topo", "--preset", "nope"]);
     assert_eq!(code, 2);
-    assert!(err.contains("unknown preset \"nope\""), "stderr: {err}");
+    assert!(err.contains("unknown topology \"nope\""), "stderr: {err}");
 
     let (code, _, err) = schedlab(&["topo", "--file", "/no/such/file.toml"]);
     assert_eq!(code, 2);
@@ -88,4 +88,15 @@ fn bad_input_exits_2_naming_file_and_line() {
         err.contains("/no/such/file.toml: cannot read"),
         "stderr: {err}"
     );
+}
+
+/// `topo` takes `--topology` as every other command does (`--preset` is
+/// the same flag), with the same grammar.
+#[test]
+fn topo_takes_topology_as_every_command_does() {
+    let (code, out, err) = schedlab(&["topo", "--topology", "genoa-96"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("genoa-96: 192 CPUs"), "{out}");
+    let (code, same, _) = schedlab(&["topo", "--preset", "genoa-96"]);
+    assert_eq!((code, same), (0, out), "--preset is --topology");
 }

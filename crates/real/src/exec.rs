@@ -48,6 +48,8 @@ pub struct Run {
     /// The file `io` ops read, and its size.
     pub io_file: Option<(i32, u64)>,
     pub machine_cpus: Vec<usize>,
+    /// The CPUs of each `affinity` op's mask, by its index.
+    pub masks: Vec<Vec<usize>>,
     pub seed: u64,
     /// Slots: the initial tasks' and room for `max_tasks` spawned ones.
     pub slots: usize,
@@ -492,7 +494,15 @@ impl Task<'_> {
                 }
             }
             Instr::Lock(l) => objs.lock(l.index(), me),
-            Instr::Unlock(l) => objs.unlock(l.index()),
+            Instr::Unlock(l) => {
+                if objs.owner(l.index()) != Some(me) {
+                    return Err(format!(
+                        "unlocked lock #{}, which it does not hold: undefined for a default mutex",
+                        l.index()
+                    ));
+                }
+                objs.unlock(l.index())
+            }
             Instr::Sleep(ns) => self.timed(|| sys::sleep_ns(ns)),
             Instr::RandomSleep { min, max } => {
                 let ns = self.rng.gen_range(min..=max.max(min));
@@ -539,6 +549,8 @@ impl Task<'_> {
                     self.push_lap(m.0, sys::now().saturating_sub(at));
                 }
             }
+            Instr::Affinity(m) => sys::set_affinity(&self.run.masks[m as usize])
+                .map_err(|e| format!("sched_setaffinity: {e}"))?,
             Instr::Stamp(m) => {
                 let now = sys::now().saturating_sub(shm.t0().load(Acquire));
                 self.rec.lock().expect("ours").stamps.push((m.0, now));

@@ -203,7 +203,9 @@ impl<'a> Objects<'a> {
                     owner.store(me as u32 + 1, Relaxed);
                     return;
                 }
-                h if h == me + 1 => return,
+                // A relock: a default pthread mutex deadlocks; nothing
+                // posts this wait, and the stall report names it.
+                h if h == me + 1 => {}
                 _ => self.enqueue(o, me),
             }
         }

@@ -169,6 +169,16 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
         (None, None)
     };
     let metrics = code.metrics.clone();
+    let mut masks = Vec::new();
+    for m in &code.masks {
+        let cpus: Vec<usize> = m.iter().map(|c| c.index()).filter(|&c| c < ncpus).collect();
+        if cpus.is_empty() {
+            return Err(Error::Input(format!(
+                "an affinity op names no CPU of this machine's {ncpus}"
+            )));
+        }
+        masks.push(cpus);
+    }
     Ok(Prepared {
         run: Arc::new(Run {
             shm,
@@ -179,6 +189,7 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
             pipes,
             io_file,
             machine_cpus: machine_cpus.to_vec(),
+            masks,
             seed,
             slots,
         }),
@@ -521,6 +532,8 @@ pub fn stall_report(p: &Prepared, records: &[Record], cause: StallCause) -> Stal
             task: r.name.clone(),
             on,
             on_tasks: on_tasks.iter().map(|&t| st.name(t)).collect(),
+            // A real run keeps no record of signals nobody waited for.
+            lost: None,
         });
         edges.push((TaskId(s as u32), on_tasks));
     }

@@ -7,7 +7,7 @@
 //! run_ms = 100                   # default 1000
 //! idle_depth = 0                 # the idle state CPUs sleep in
 //!
-//! [topology]                     # schedlab_topology::read's format
+//! [topology]                     # optional; schedlab_topology::read's format
 //! preset = "amd-2x8"             # or [topology.shape] / [[topology.node]]
 //!
 //! [policy]                       # all optional
@@ -81,7 +81,7 @@ struct FileSpec {
     name: Option<String>,
     run_ms: Option<Spanned<u64>>,
     idle_depth: Option<u8>,
-    topology: TopologySpec,
+    topology: Option<TopologySpec>,
     #[serde(default)]
     policy: PolicySpec,
     cost: Option<CostModel>,
@@ -166,6 +166,9 @@ pub(crate) fn read_text(path: &Path) -> Result<String, ReadError> {
     })
 }
 
+/// The machine a scenario file without `[topology]` runs on, unless told.
+pub const DEFAULT_TOPOLOGY: &str = "amd-2x8";
+
 /// Loads a scenario file to run on `machine` instead of the topology it
 /// names (a real run: it runs on the machine it runs on). A task on a CPU
 /// the machine lacks is refused at its place in the file.
@@ -207,9 +210,22 @@ pub fn load_str_on(
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "scenario".into());
-    let topo = match machine {
-        Some(t) => t,
-        None => spec.topology.build(text, file, &stem)?,
+    // The machine given (`--topology`, a real run's) wins over the file's
+    // [topology], with a note; a file without one runs on amd-2x8, as the
+    // built-in scenarios do.
+    let mut replaced = None;
+    let topo = match (machine, &spec.topology) {
+        (Some(t), Some(_)) => {
+            replaced = Some(format!(
+                "{}: runs on {}, not on the [topology] it names",
+                file.display(),
+                t.name()
+            ));
+            t
+        }
+        (Some(t), None) => t,
+        (None, Some(named)) => named.build(text, file, &stem)?,
+        (None, None) => schedlab_topology::preset(DEFAULT_TOPOLOGY).expect("a preset"),
     };
     let n = topo.num_cpus();
     let name = spec.name.clone().unwrap_or(stem);
@@ -430,6 +446,7 @@ pub fn load_str_on(
         )
             }),
     );
+    notes.extend(replaced);
     let mut s = b.build(used);
     s.notes = notes;
     Ok(s)

@@ -218,6 +218,7 @@ impl Builder {
                 check_invariants: cfg!(debug_assertions),
                 keep_log: false,
                 keep_events: false,
+                count_wakers: false,
                 fixed_order: false,
                 max_tasks: 4096,
             },

@@ -26,11 +26,20 @@ fn run(text: &str, name: &str, seed: u64) -> Outcome {
     Sim::new(&s.spec, seed).run()
 }
 
-/// Parked wakes of each task, by who posted them (`None`: no thread).
+/// Parked wakes of each task, by who posted them (`None`: no thread),
+/// once the threads have started: the wakes of rt-app's start-up (each
+/// thread's creation and `threads_barrier`) come before any thread's first
+/// loop, and are left out.
 fn wakes(o: &Outcome) -> BTreeMap<(String, Option<String>), usize> {
     let name = |id: u32| o.task_names[&id].clone();
+    let begun = o
+        .tasks
+        .values()
+        .filter_map(|t| t.stamps.first().map(|(_, ns)| *ns))
+        .min()
+        .unwrap_or(0);
     let mut m = BTreeMap::new();
-    for e in &o.event_log {
+    for e in o.event_log.iter().filter(|e| e.at > begun) {
         if let EventKind::Waking {
             task,
             waker,
@@ -137,11 +146,11 @@ const MIXED: &str = r#"{
     "ping": {
       "loop": 50,
       "phases": {
-        "p0": { "run": 100, "resume": "pong", "suspend": "" },
+        "p0": { "run": 100, "resume": "pong", "suspend": "ping" },
         "p1": { "loop": 2, "runtime": 50, "yield": "" }
       }
     },
-    "pong": { "loop": 50, "suspend": "", "run": 80, "resume": "ping" },
+    "pong": { "loop": 50, "suspend": "pong", "run": 80, "resume": "ping" },
     "boss": { "loop": 3, "fork": "child", "sleep": 2000 },
     "child": { "instance": 0, "loop": 1, "run": 300 }
   },
@@ -191,8 +200,8 @@ fn bad_files_are_errors_with_their_place() {
             "cpus: expected CPUs below 16 on amd-2x8, found 99",
         ),
         (
-            "{ \"tasks\": { \"a\": { \"run\": 1,\n \"resume\": \"nobody\" } } }",
-            "bad.json:2:12: resume names \"nobody\", which is no task",
+            "{ \"tasks\": { \"a\": { \"run\": 1,\n \"fork\": \"nobody\" } } }",
+            "bad.json:2:10: fork names \"nobody\", which is no task",
         ),
         (
             "{ \"tasks\": { \"a\": { \"policy\": \"SCHED_DEADLINE\", \"run\": 1 } } }",
@@ -212,8 +221,12 @@ fn bad_files_are_errors_with_their_place() {
             "expected at least one event",
         ),
         (
-            "{ \"tasks\": { \"a\": { \"phases\": { \"p\": { \"cpus\": [1], \"run\": 1 } } } } }",
-            "class and affinity are fixed",
+            "{ \"tasks\": { \"a\": { \"phases\": { \"p\": { \"policy\": \"SCHED_FIFO\", \"run\": 1 } } } } }",
+            "class is fixed (its affinity may change by phase)",
+        ),
+        (
+            "{ \"tasks\": { \"a\": { \"phases\": { \"p\": {\n \"cpus\": [99], \"run\": 1 } } } } }",
+            "bad.json:2:10: cpus: expected CPUs below 16",
         ),
     ];
     for (text, want) in cases {
@@ -243,7 +256,33 @@ proptest! {
             prop_assert!(e.starts_with("near.json"), "{}", e);
         }
     }
+
+    /// The same for a file that needs workgen's rewrites (bare suspends,
+    /// repeated keys, at several depths): junk anywhere in it, the
+    /// rewrites included, gives an error naming the file or a scenario.
+    #[test]
+    fn near_misses_of_a_workgen_file_never_panic(at in 0usize..WORKGEN.len(), len in 0usize..12, junk in "[a-z0-9:\\[\\]{}\",. \n*/-]{0,12}") {
+        let mut s = WORKGEN.to_string();
+        let b = (at + len).min(s.len());
+        s.replace_range(at..b, &junk);
+        if let Err(e) = load(&s, "near.json") {
+            prop_assert!(e.starts_with("near.json"), "{}", e);
+        }
+    }
 }
+
+/// A file for workgen, as rt-app's video-*.json are written.
+const WORKGEN: &str = r#"{
+  "tasks": {
+    "sf": { "loop": -1, "suspend", "run": 150 },
+    "disp": { "loop": -1, "phases": {
+      "p1": { "suspend", "run": 35, "resume": "sf", "run": 40, },
+      "p2": { "loop": 2, "suspend", "run": 30 }
+    } },
+    "mon": { "loop": -1, "resume": "disp", "run": 115, "timer": { "ref": "t", "period": 16667 } }
+  },
+  "global": { "duration": 1 }
+}"#;
 
 /// rt-app's own examples carry trailing commas and the legacy `resources`
 /// section, where a `signal` resource names the condition it wakes.
@@ -274,4 +313,151 @@ fn legacy_resources_route_a_signal_to_its_target() {
         "an unknown global key is noted: {:?}",
         s.notes
     );
+}
+
+/// rt-app's tutorial example 8: a thread of `cpus` [2] whose first two
+/// phases name [0] and [1]. Each phase's work runs where its `cpus` say
+/// (the third on the thread's): the CPUs it ran on from each `run`'s start
+/// to its end.
+#[test]
+fn a_phase_s_cpus_move_its_thread() {
+    let text = r#"{ "tasks": { "thread0": { "cpus": [2], "loop": 1, "phases": {
+        "phase1": { "cpus": [0], "run": 1500 },
+        "phase2": { "cpus": [1], "run": 1500 },
+        "phase3": { "run": 1500 } } } } }"#;
+    for seed in 1..=3 {
+        let o = run(text, "example8.json", seed);
+        let t = &o.tasks["thread0"];
+        let at = |what: &str| -> Vec<u64> {
+            t.stamps
+                .iter()
+                .filter(|(m, _)| m == what)
+                .map(|(_, ns)| *ns)
+                .collect()
+        };
+        let (runs, ends) = (at(rtapp::log::RUN), at(rtapp::log::RUN_END));
+        assert_eq!(
+            (runs.len(), ends.len()),
+            (3, 3),
+            "three phases' runs (seed {seed})"
+        );
+        let id = o
+            .task_names
+            .iter()
+            .find(|(_, n)| *n == "thread0")
+            .map(|(id, _)| *id)
+            .expect("its id");
+        let ins: Vec<(u64, usize)> = o
+            .event_log
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Switch {
+                    cpu, next: Some(n), ..
+                } if n.0 == id => Some((e.at, cpu.index())),
+                _ => None,
+            })
+            .collect();
+        // Where it ran at `from` (its last switch-in by then), and every
+        // switch-in after, before `to`.
+        let ran_on = |from: u64, to: u64| -> Vec<usize> {
+            let at_start = ins.iter().rfind(|(at, _)| *at <= from);
+            let after = ins.iter().filter(|(at, _)| *at > from && *at < to);
+            let mut c: Vec<usize> = at_start.into_iter().chain(after).map(|(_, c)| *c).collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        };
+        let ran: Vec<Vec<usize>> = (0..3).map(|i| ran_on(runs[i], ends[i])).collect();
+        assert_eq!(
+            ran,
+            vec![vec![0], vec![1], vec![2]],
+            "each phase's work on its cpus, the last on the thread's (seed {seed})"
+        );
+    }
+}
+
+/// `suspend` and `resume` name a resource (a condition and a mutex of
+/// that name), not a thread: two threads suspend on `Sub`, and each
+/// resume of `Sub` wakes both, posted by the resumer (rt-app's
+/// browser-*.json do this).
+#[test]
+fn suspend_and_resume_name_a_resource_two_threads_share() {
+    let text = r#"{ "tasks": {
+        "Main": { "loop": 40, "phases": { "p": { "run": 200, "resume": "Sub", "sleep": 2000 } } },
+        "Sub1": { "loop": 40, "phases": { "p": { "suspend": "Sub", "run": 100 } } },
+        "Sub2": { "loop": 40, "phases": { "p": { "suspend": "Sub", "run": 100 } } } } }"#;
+    let o = run(text, "browser.json", 3);
+    let w = wakes(&o);
+    for sub in ["Sub1", "Sub2"] {
+        let n = w.get(&key(sub, Some("Main"))).copied().unwrap_or(0);
+        assert!(n >= 35, "{sub} woken by Main's resumes: {n} ({w:?})");
+    }
+}
+
+/// A file written for rt-app's workgen: a bare `"suspend"` and a key
+/// repeated in one object. Both rewrites are applied and noted: the
+/// suspend waits on its thread's name, both runs count.
+#[test]
+fn workgen_files_are_read_as_workgen_rewrites_them() {
+    let text = "{ \"tasks\": {\n \"A\": { \"loop\": 20,\n \"suspend\",\n \"run\": 100,\n \"run\": 200 },\n \"B\": { \"loop\": 20, \"run\": 50, \"resume\": \"A\", \"sleep\": 1000 } } }";
+    let s = load(text, "workgen.json").expect("read after workgen's rewrites");
+    let notes = s.notes.join("\n");
+    assert!(
+        notes.contains("workgen.json:3:2: workgen's rewrite: a bare \"suspend\" in thread \"A\"")
+            && notes.contains("workgen.json:5:2: workgen's rewrite: \"run\" repeated in one object: read as \"run1\""),
+        "{notes}"
+    );
+    let o = run(text, "workgen.json", 1);
+    let lines = rtapp::log::lines(0, &o.tasks["A"].stamps);
+    assert!(
+        !lines.is_empty() && lines.iter().all(|l| l.c_duration == 300),
+        "both runs: {lines:?}"
+    );
+    let w = wakes(&o);
+    assert!(
+        w.get(&key("A", Some("B"))).copied().unwrap_or(0) >= 15,
+        "A's bare suspend waits on \"A\", which B resumes: {w:?}"
+    );
+}
+
+/// Every JSON file rt-app ships in its doc/examples (a distribution's
+/// `/usr/share/doc/rt-app/examples`) loads and runs, or is refused only as
+/// a fragment for rt-app's merge script or for rt-app's first grammar.
+#[test]
+#[ignore = "needs rt-app's examples installed (apt-get install rt-app); cargo test -p schedlab-scenarios --test rtapp -- --ignored"]
+fn every_example_rt_app_ships_runs() {
+    let root = Path::new("/usr/share/doc/rt-app/examples");
+    let mut files = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("rt-app's examples").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "json") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 20, "rt-app's examples: {files:?}");
+    let topo = preset("amd-2x8").expect("a preset");
+    for f in files {
+        match rtapp::load(&f, topo.clone(), Params::default()) {
+            Ok(mut s) => {
+                s.spec.run_ns = s.spec.run_ns.min(200_000_000);
+                let o = Sim::new(&s.spec, 1).run();
+                assert!(o.end_ns > 0, "{}: ran", f.display());
+            }
+            Err(e) => {
+                let e = e.to_string();
+                assert!(
+                    e.contains("expected a \"tasks\" object")
+                        || e.contains("rt-app's first grammar"),
+                    "{}: refused for another reason: {e}",
+                    f.display()
+                );
+            }
+        }
+    }
 }

@@ -42,6 +42,10 @@ pub struct Outcome {
     pub stall: Option<Stall>,
     /// Per LLC (in the topology's order), its warmth over the run.
     pub llcs: Vec<LlcOutcome>,
+    /// When the spec asked (`count_wakers`): per woken task, per waker,
+    /// the wakes posted to it parked; a wake no thread posted (a timer,
+    /// an interrupt) is under `interrupt`, as the kernel's record names it.
+    pub wakes_by: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// One LLC's warmth over a run.
@@ -83,6 +87,13 @@ pub enum StallCause {
     /// `program` was to start a task past the table's room for
     /// `max_tasks` spawned tasks.
     TaskTable { program: String, max_tasks: usize },
+    /// `task` unlocked a lock it does not hold (`what` says which, and who
+    /// held it): undefined for a default mutex, so the run stops there.
+    Misuse {
+        task: String,
+        at_ns: u64,
+        what: String,
+    },
 }
 
 /// A cycle in the wait graph (each task waits on the next), if any: the
@@ -119,6 +130,17 @@ pub struct Wait {
     /// child, a port's server), when the wait names any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub on_tasks: Vec<String>,
+    /// For a wait on a condition: its last signal or broadcast that found
+    /// nobody waiting, and was lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost: Option<LostWake>,
+}
+
+/// A signal or broadcast that found nobody waiting: who sent it, when.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LostWake {
+    pub by: String,
+    pub at_ns: u64,
 }
 
 impl std::fmt::Display for Stall {
@@ -138,6 +160,11 @@ impl std::fmt::Display for Stall {
                 f,
                 "stalled: {task} ran {instructions} instructions without spending time (at {op}): a loop whose body takes no time?"
             )?,
+            StallCause::Misuse { task, at_ns, what } => write!(
+                f,
+                "stopped at {:.3} ms: {task} {what}",
+                *at_ns as f64 / 1e6
+            )?,
             StallCause::TaskTable { program, max_tasks } => write!(
                 f,
                 "stalled: program {program:?} spawned more than {max_tasks} tasks: raise max_tasks (--param max_tasks=N) or bound the recursion"
@@ -146,6 +173,14 @@ impl std::fmt::Display for Stall {
         const SHOWN: usize = 12;
         for w in self.waits.iter().take(SHOWN) {
             write!(f, "\n  {} waits on {}", w.task, w.on)?;
+            if let Some(l) = &w.lost {
+                write!(
+                    f,
+                    "; its last wake, by {} at {:.3} ms, found nobody waiting and was lost",
+                    l.by,
+                    l.at_ns as f64 / 1e6
+                )?;
+            }
         }
         if self.waits.len() > SHOWN {
             write!(
@@ -272,6 +307,8 @@ pub(crate) struct Recorder {
     pub out: Outcome,
     keep_log: bool,
     keep_events: bool,
+    /// Wakes by (wakee, waker id + 1; 0: none), when counted.
+    wakers: Option<BTreeMap<(u32, u32), u64>>,
     /// What the event log last showed running on each CPU.
     shown: Vec<Option<TaskId>>,
     /// Each CPU's run-queue length as the event log last showed it.
@@ -282,7 +319,13 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(seed: u64, topo: &Topology, keep_log: bool, keep_events: bool) -> Recorder {
+    pub fn new(
+        seed: u64,
+        topo: &Topology,
+        keep_log: bool,
+        keep_events: bool,
+        count_wakers: bool,
+    ) -> Recorder {
         let n = topo.num_cpus();
         Recorder {
             hash: FNV_OFFSET,
@@ -294,6 +337,7 @@ impl Recorder {
             },
             keep_log,
             keep_events,
+            wakers: count_wakers.then(BTreeMap::new),
             shown: vec![None; n],
             runq: vec![0; n],
             moves: Vec::new(),
@@ -352,6 +396,18 @@ impl Recorder {
         }
         let words = encode(cpu, t);
         self.record(now, || format!("{cpu:?} {t:?}"), &words);
+        if let (
+            Some(w),
+            Trace::Wake {
+                task,
+                delivery: Delivery::Post { .. },
+                cause,
+            },
+        ) = (self.wakers.as_mut(), t)
+        {
+            let by = cause.waker.and(self.shown[cpu.index()]);
+            *w.entry((task.0, by.map_or(0, |b| b.0 + 1))).or_default() += 1;
+        }
         if !self.keep_events {
             return;
         }
@@ -433,10 +489,14 @@ impl Recorder {
         next: Option<TaskId>,
         prev_state: impl FnOnce(TaskId) -> PrevState,
     ) {
-        if !self.keep_events {
+        if !self.keep_events && self.wakers.is_none() {
             return;
         }
         let prev = self.shown[cpu.index()];
+        if !self.keep_events {
+            self.shown[cpu.index()] = next;
+            return;
+        }
         if prev != next {
             self.shown[cpu.index()] = next;
             let prev_state = prev.map_or(PrevState::Runnable, prev_state);
@@ -454,6 +514,26 @@ impl Recorder {
 
     /// Closes the record: the hash, the event count, the end.
     pub fn finish(mut self, end_ns: u64) -> Outcome {
+        for ((wakee, by), n) in self.wakers.take().unwrap_or_default() {
+            let name = |id: u32| {
+                self.out
+                    .task_names
+                    .get(&id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("task {id}"))
+            };
+            let waker = match by {
+                0 => "interrupt".to_string(),
+                b => name(b - 1),
+            };
+            *self
+                .out
+                .wakes_by
+                .entry(name(wakee))
+                .or_default()
+                .entry(waker)
+                .or_default() += n;
+        }
         self.out.trace_hash = self.hash;
         self.out.events = self.events;
         self.out.end_ns = end_ns;

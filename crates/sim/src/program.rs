@@ -156,6 +156,13 @@ pub enum Op {
         metric: String,
         n: u64,
     },
+    /// Change this task's own affinity to `cpus` (`sched_setaffinity(0,
+    /// ...)`, as rt-app does at a phase that names `cpus`): the scheduler
+    /// moves it when the CPU it runs on is not among them; threads it
+    /// spawns after inherit the new mask.
+    Affinity {
+        cpus: Vec<usize>,
+    },
     /// Record the time now (ns since the run began) under `metric`, in
     /// this task's own sequence of stamps ([`crate::TaskOutcome::stamps`]):
     /// points a figure is derived from afterwards, in program order (rt-app's

@@ -45,11 +45,6 @@ pub(super) fn event<'a>(
     };
     let task_named = |r: &Reader<'a>, what: &str| -> Res<String> {
         let n = r.string(v)?;
-        let n = if n.is_empty() && what == "suspend" {
-            me.to_string()
-        } else {
-            n
-        };
         if !names.contains(&n.as_str()) {
             return Err(r.at(
                 v,
@@ -85,8 +80,21 @@ pub(super) fn event<'a>(
             );
             out.push(Op::Run(bytes / MEM_BYTES_PER_NS));
         }
-        "lock" => out.push(lock(&r.string(v)?)),
-        "unlock" => out.push(unlock(&r.string(v)?)),
+        "lock" => {
+            let m = r.string(v)?;
+            r.held.insert(m.clone());
+            out.push(lock(&m));
+        }
+        "unlock" => {
+            let m = r.string(v)?;
+            if !r.held.remove(&m) {
+                return Err(r.at(
+                    v,
+                    format!("unlock {m:?} in thread {me:?}, which does not hold it here: undefined for a default mutex (lock it first)"),
+                ));
+            }
+            out.push(unlock(&m));
+        }
         "signal" => out.push(Op::CondSignal {
             cond: r.target(r.string(v)?),
         }),
@@ -102,12 +110,13 @@ pub(super) fn event<'a>(
             out.push(Op::CondSignal { cond: c.clone() });
             out.push(wait(&c, &m));
         }
+        // A resource's name, not a thread's (run_event()).
         "suspend" => {
-            let n = task_named(r, "suspend")?;
+            let n = r.string(v)?;
             out.extend([lock(&n), wait(&n, &n), unlock(&n)]);
         }
         "resume" => {
-            let n = task_named(r, "resume")?;
+            let n = r.string(v)?;
             out.extend([lock(&n), Op::CondBroadcast { cond: n.clone() }, unlock(&n)]);
         }
         "timer" => out.extend([stamp(log::TIMER), timer(r, v, me)?, stamp(log::TIMER_END)]),

@@ -42,6 +42,10 @@ pub(super) struct Reader<'a> {
     /// rt-app's legacy `resources` section: a `signal` or `broadcast`
     /// resource names the condition (`target`) its events wake.
     pub(super) targets: BTreeMap<String, String>,
+    /// The mutexes the thread being read holds at this point of its
+    /// events, in file order (an unlock of one it does not hold is an
+    /// error at its place).
+    pub(super) held: std::collections::BTreeSet<String>,
 }
 
 pub(super) type Res<T> = Result<T, ReadError>;
@@ -159,5 +163,170 @@ fn blank_trailing_commas(b: &mut [u8]) {
             c if c.is_ascii_whitespace() => {}
             _ => comma = None,
         }
+    }
+}
+
+/// What rt-app's `workgen` script does to a file before rt-app reads it
+/// (`doc/workgen`: `check_suspend_json()`, then `check_unikid_json()`),
+/// done on the JSON's tokens rather than its lines:
+///
+/// * a bare `"suspend"` member (no `:` and no value) becomes `"suspend" :
+///   "THREAD"`, THREAD being the key of the thread object it is in
+///   (`tasks.THREAD`, at any depth below it);
+/// * a key repeated in one object gets a number appended: the object's
+///   counter (from 1), moved on while the numbered key is taken, as
+///   `KEY1`, `KEY2`, ... (json-c keeps only the last of a repeated key).
+///
+/// Returns the text rewritten and a note per rewrite at its byte offset.
+/// No newline is added, so lines stay the file's; a column after an
+/// insertion on its line moves by the insertion.
+pub(super) fn workgen(text: &str) -> (String, Vec<(usize, String)>) {
+    struct Frame {
+        object: bool,
+        key: Option<String>,
+        keys: std::collections::BTreeSet<String>,
+        next_id: u32,
+    }
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut notes = Vec::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let (mut expect_key, mut last_key): (bool, Option<String>) = (false, None);
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'[' => {
+                stack.push(Frame {
+                    object: b[i] == b'{',
+                    key: last_key.take(),
+                    keys: Default::default(),
+                    next_id: 1,
+                });
+                expect_key = b[i] == b'{';
+            }
+            b'}' | b']' => {
+                stack.pop();
+                expect_key = false;
+            }
+            b',' => {
+                last_key = None;
+                expect_key = stack.last().is_some_and(|f| f.object);
+            }
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                if i >= b.len() {
+                    // An unterminated string: the parser reports it.
+                    break;
+                }
+                let end = i + 1;
+                let name = &text[start + 1..i];
+                let next = b[end..].iter().find(|c| !c.is_ascii_whitespace()).copied();
+                let in_object = stack.last().is_some_and(|f| f.object);
+                if expect_key && in_object && matches!(next, Some(b':' | b',' | b'}')) {
+                    let bare = next != Some(b':');
+                    let thread = match (stack.get(1), stack.get(2)) {
+                        (Some(t), Some(th)) if t.key.as_deref() == Some("tasks") => th.key.clone(),
+                        _ => None,
+                    };
+                    if bare && (name != "suspend" || thread.is_none()) {
+                        // A syntax error, left for the parser to report.
+                        i = end;
+                        expect_key = false;
+                        continue;
+                    }
+                    let f = stack.last_mut().expect("in an object");
+                    let mut key = name.to_string();
+                    if f.keys.contains(&key) {
+                        loop {
+                            key = format!("{name}{}", f.next_id);
+                            if !f.keys.contains(&key) {
+                                break;
+                            }
+                            f.next_id += 1;
+                        }
+                        notes.push((
+                            start,
+                            format!("{name:?} repeated in one object: read as {key:?}, the number workgen gives it"),
+                        ));
+                    }
+                    f.keys.insert(key.clone());
+                    out.push_str(&text[copied..start]);
+                    out.push_str(&format!("\"{key}\""));
+                    copied = end;
+                    if bare {
+                        let t = thread.expect("checked");
+                        out.push_str(&format!(" : \"{t}\""));
+                        notes.push((
+                            start,
+                            format!("a bare \"suspend\" in thread {t:?}: given the thread's name, as workgen does"),
+                        ));
+                    }
+                    last_key = Some(key);
+                    expect_key = false;
+                }
+                i = end;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push_str(&text[copied.min(text.len())..]);
+    (out, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workgen_names_a_bare_suspend_and_numbers_repeated_keys() {
+        // video-short.json's DispSync, as rt-app ships it (after comments).
+        let text = r#"{ "tasks" : { "DispSync" : { "phases" : { "p1" : {
+            "suspend",
+            "run" : 35,
+            "resume" : "EventThread",
+            "run" : 40
+        } } } } }"#;
+        let (out, notes) = workgen(text);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON now");
+        let p1 = &v["tasks"]["DispSync"]["phases"]["p1"];
+        assert_eq!(p1["suspend"], "DispSync", "{out}");
+        assert_eq!(
+            (p1["run"].as_i64(), p1["run1"].as_i64()),
+            (Some(35), Some(40)),
+            "{out}"
+        );
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(out.lines().count(), text.lines().count(), "no line added");
+    }
+
+    #[test]
+    fn workgen_moves_its_counter_past_a_taken_number() {
+        // check_unikid_json(): run -> run1 (taken) -> run2; the counter
+        // is the object's, so a later sleep repeat is sleep2.
+        let (out, _) = workgen(r#"{"run": 1, "run1": 2, "run": 3, "sleep": 4, "sleep": 5}"#);
+        assert_eq!(
+            out,
+            r#"{"run": 1, "run1": 2, "run2": 3, "sleep": 4, "sleep2": 5}"#
+        );
+    }
+
+    #[test]
+    fn an_unterminated_string_is_left_for_the_parser() {
+        for text in ["{\"ab\u{20ac}", "{\"a\\", "{\"tasks\": {\"t\": {\"suspend"] {
+            assert_eq!(workgen(text).0, text, "unchanged: {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_file_workgen_need_not_touch_is_left_as_it_is() {
+        let text = r#"{ "tasks": { "a": { "run": 10, "sleep": 10 } }, "global": {} }"#;
+        assert_eq!(workgen(text), (text.to_string(), vec![]));
     }
 }

@@ -23,9 +23,12 @@
 //!     restarts it from now, unless `mode` is `absolute`;
 //!   - `lock`/`unlock` (a mutex); `wait` `{ref, mutex}` (`pthread_cond_wait`
 //!     on `ref` releasing `mutex`), `signal`, `broad`, `sync` (signal then
-//!     wait); `suspend` (`""`: the thread's own name) and `resume` NAME: a
-//!     wait for, and a broadcast to, the condition named NAME under the
-//!     mutex named NAME, as rt-app does them;
+//!     wait); `suspend` and `resume` NAME: a wait for, and a broadcast to,
+//!     the condition named NAME under the mutex named NAME, as rt-app's
+//!     `run_event()` does them. NAME names a resource, not a thread
+//!     (`parse_task_event_data()` makes a condition and a mutex of that
+//!     name): threads `BrowserSub1` and `BrowserSub2` may both suspend on
+//!     `BrowserSub`;
 //!   - `barrier` NAME: every reference to NAME in the file, times the
 //!     referencing thread's instances, is one arrival the barrier waits for
 //!     (rt-app counts its users so); the last arrival wakes the others;
@@ -47,9 +50,20 @@
 //!
 //! ## Simplified, and said so in the run's notes
 //!
-//! * `cpus`, `policy` and `priority` may not change inside `phases` (the
-//!   simulated task's affinity and class are fixed): an error if they
-//!   differ from the thread's.
+//! * `policy` and `priority` may not change inside `phases` (the simulated
+//!   task's class is fixed): an error if they differ from the thread's.
+//!   `cpus` may: when any phase names them, each phase begins by setting
+//!   the thread's affinity to its own `cpus`, else the thread's, else every
+//!   CPU, as rt-app's `set_thread_affinity()` does at each phase.
+//! * rt-app's main creates its threads one after another, and they meet at
+//!   its `threads_barrier` before their first loop (`main()`,
+//!   `thread_body()`); so do ours: the k-th thread of the file begins k
+//!   thread creations (`spawn_ns` of the scenario's cost model as built,
+//!   not of a later `--costs`) after the first, and the last to arrive
+//!   wakes the rest, who start a wake's latency after it. That is what
+//!   keeps two threads of equal work from ending at the same nanosecond, as
+//!   on a real machine (`tutorial/example4.json`: each resumes the other,
+//!   and a resume that finds its target still running is lost).
 //! * A forked thread runs with the forking thread's class and affinity.
 //! * A timer's first period starts at its first use, not at the thread's
 //!   start (rt-app's `t_first`): the first activation is late by the work
@@ -67,7 +81,10 @@
 //!
 //! rt-app's JSON may carry C comments and trailing commas (json-c reads
 //! both); they are blanked before parsing, so every error still names the
-//! file's own line and column. The legacy `resources` section is read for
+//! file's own line and column. Files written for rt-app's `workgen` script
+//! (`video-*.json`, `mp3-*.json`) get its two rewrites first, each noted:
+//! a bare `"suspend"` takes its thread's name, and a key repeated in one
+//! object is numbered (`json::workgen`). The legacy `resources` section is read for
 //! what it changes (a `signal` resource's `target` condition). An unknown
 //! `global` key is noted (rt-app ignores it); any other unknown key is an
 //! error naming it, never skipped.
@@ -88,7 +105,7 @@ mod json;
 pub mod log;
 
 use events::{event, stamp, EVENTS, UNIQUE};
-use json::{strip_comments, Obj, Reader, Res};
+use json::{strip_comments, workgen, Obj, Reader, Res};
 
 /// Bytes per ns `mem` and `iorun` are charged at: 10 GB/s, an estimate of
 /// one core's `memset` bandwidth to a buffer of rt-app's default size.
@@ -108,6 +125,10 @@ const LOGGING: &[&str] = &[
     "spacing",
 ];
 
+/// The barrier rt-app's threads meet at before they start
+/// (`threads_barrier`), named apart from any of a file's.
+pub const START_BARRIER: &str = "rt-app's threads_barrier";
+
 /// Loads an rt-app file onto `topology`; `params` are the common ones.
 pub fn load(path: &Path, topology: Topology, params: Params) -> Result<Scenario, ReadError> {
     load_str(&crate::file::read_text(path)?, path, topology, params)
@@ -126,7 +147,8 @@ pub fn load_str(
         column: None,
         message,
     };
-    let clean = strip_comments(text).map_err(whole)?;
+    let stripped = strip_comments(text).map_err(whole)?;
+    let (clean, rewrites) = workgen(&stripped);
     let root: Obj = serde_json::from_str(&clean).map_err(|e| ReadError {
         file: file.to_path_buf(),
         line: Some(e.line()),
@@ -143,7 +165,19 @@ pub fn load_str(
         file,
         notes: Vec::new(),
         targets: BTreeMap::new(),
+        held: Default::default(),
     };
+    for (at, what) in rewrites {
+        // The offset is the file's, before the rewrites.
+        let (line, column) = schedlab_topology::read::line_column(&stripped, at);
+        let e = ReadError {
+            file: file.to_path_buf(),
+            line: Some(line),
+            column: Some(column),
+            message: format!("workgen's rewrite: {what}"),
+        };
+        r.notes.push(e.to_string());
+    }
     let stem = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -226,7 +260,7 @@ pub fn for_rtapp(
         column: None,
         message,
     };
-    let clean = strip_comments(text).map_err(whole)?;
+    let (clean, _) = workgen(&strip_comments(text).map_err(whole)?);
     let mut root: serde_json::Value =
         serde_json::from_str(&clean).map_err(|e| whole(e.to_string()))?;
     let obj = root
@@ -412,6 +446,7 @@ fn read_thread<'a>(
     names: &[&str],
 ) -> Res<Thread> {
     let obj = r.obj(v)?;
+    r.held.clear();
     let mut sched = Sched::default();
     let (mut instances, mut delay, mut thread_loop) = (1u32, 0u64, None);
     let mut phases = None;
@@ -439,9 +474,24 @@ fn read_thread<'a>(
                     return Err(r.at(v, format!("{k:?} in thread {name:?}: events go inside its phases when it has phases")));
                 }
             }
+            let mut phases = Vec::new();
             for (_, pv) in &p.0 {
                 let pobj = r.obj(pv)?;
-                ph.push(read_phase(r, &pobj, Some(&sched), names, name)?.0);
+                let (op, own) = read_phase(r, &pobj, Some(&sched), names, name)?;
+                phases.push((op, cpu_set(r, &own, topo)?));
+            }
+            // rt-app sets a thread's affinity at each phase: the phase's
+            // cpus, else the thread's (set_thread_affinity()).
+            let moves = phases.iter().any(|(_, c)| c.is_some());
+            let thread_cpus = cpu_set(r, &sched, topo)?.unwrap_or(*topo.cpus());
+            for (op, cpus) in phases {
+                if moves {
+                    let set = cpus.unwrap_or(thread_cpus);
+                    ph.push(Op::Affinity {
+                        cpus: set.iter().map(|c| c.index()).collect(),
+                    });
+                }
+                ph.push(op);
             }
             let n = thread_loop.unwrap_or(-1);
             endless = n < 0;
@@ -524,10 +574,9 @@ fn read_phase<'a>(
         } else if read_property(r, k, v, &mut own)? {
             if let Some(t) = thread {
                 let differs = (own.policy.is_some() && own.policy != t.policy)
-                    || (own.priority.is_some() && own.priority != t.priority)
-                    || (own.cpus.is_some() && own.cpus != t.cpus);
+                    || (own.priority.is_some() && own.priority != t.priority);
                 if differs {
-                    return Err(r.at(v, format!("{k} in a phase, unlike its thread's: a simulated thread's class and affinity are fixed")));
+                    return Err(r.at(v, format!("{k} in a phase, unlike its thread's: a simulated thread's class is fixed (its affinity may change by phase)")));
                 }
             }
         } else if matches!(k.as_str(), "exec" | "lock_order" | "resources") {
@@ -620,33 +669,36 @@ fn class<'a>(
             ))
         }
     };
-    let n = topo.num_cpus();
-    let cpus = match &s.cpus {
-        None => None,
-        Some(list) => {
-            let mut set = CpuSet::new();
-            for &c in list {
-                if c >= n {
-                    return Err(r.at_offset(
-                        s.cpus_at,
-                        format!(
-                            "cpus: expected CPUs below {n} on {}, found {c}",
-                            topo.name()
-                        ),
-                    ));
-                }
-                set.insert(CpuId::new(c));
-            }
-            if set.is_empty() {
-                return Err(r.at_offset(
-                    s.cpus_at,
-                    "cpus: expected at least one CPU, found []".into(),
-                ));
-            }
-            Some(set)
-        }
-    };
+    let cpus = cpu_set(r, s, topo)?;
     Ok((spec, cpus))
+}
+
+/// The CPU set `s.cpus` names on `topo`, checked (`None`: none named).
+fn cpu_set(r: &Reader, s: &Sched, topo: &Topology) -> Res<Option<CpuSet>> {
+    let n = topo.num_cpus();
+    let Some(list) = &s.cpus else {
+        return Ok(None);
+    };
+    let mut set = CpuSet::new();
+    for &c in list {
+        if c >= n {
+            return Err(r.at_offset(
+                s.cpus_at,
+                format!(
+                    "cpus: expected CPUs below {n} on {}, found {c}",
+                    topo.name()
+                ),
+            ));
+        }
+        set.insert(CpuId::new(c));
+    }
+    if set.is_empty() {
+        return Err(r.at_offset(
+            s.cpus_at,
+            "cpus: expected at least one CPU, found []".into(),
+        ));
+    }
+    Ok(Some(set))
 }
 
 /// Puts every thread's instances into `b`; `true` when one loops for ever.
@@ -656,6 +708,31 @@ fn build(b: &mut Builder, threads: Vec<Thread>) -> bool {
     for t in &threads {
         b.program(&t.name, per_instance(&t.program, &t.name));
     }
+    // rt-app's main creates its threads one after another (main():
+    // create_thread() in a loop), and they meet at `threads_barrier` before
+    // their first loop (thread_body(); forked threads skip it): the k-th
+    // begins k thread creations (the cost model's `spawn_ns`) after the
+    // first, and the last to arrive wakes the others, who start a wake's
+    // latency after it.
+    let started: u32 = threads.iter().map(|t| t.instances).sum();
+    let spawn_ns = b.spec.cost.spawn_ns;
+    let mut k = 0u64;
+    let mut start = |program: Vec<Op>| -> Vec<Op> {
+        if started < 2 {
+            return program;
+        }
+        let mut p = Vec::new();
+        if k > 0 {
+            p.push(Op::Sleep(k * spawn_ns));
+        }
+        k += 1;
+        p.push(Op::Barrier {
+            barrier: START_BARRIER.into(),
+            n: started,
+        });
+        p.extend(program);
+        p
+    };
     for t in threads {
         for i in 0..t.instances {
             let name = if t.instances == 1 {
@@ -665,7 +742,7 @@ fn build(b: &mut Builder, threads: Vec<Thread>) -> bool {
             };
             let set = t.cpus.unwrap_or(all);
             let first = set.iter().next().map_or(0, |c| c.index());
-            let program = per_instance(&t.program, &name);
+            let program = start(per_instance(&t.program, &name));
             // rt-app is one process: its threads are one process's.
             b.task(&name, first, t.cpus, t.spec, program)
                 .start_in(set)

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use schedlab_topology::{CpuId, CpuSet};
+
 use crate::objects::{BarrierId, CondId, FutexId, LockId, Objects, PipeId, PortId, TimerId};
 use crate::program::Op;
 
@@ -83,6 +85,8 @@ pub enum Instr {
     Lap(MetricId),
     LapStart(MetricId),
     Stamp(MetricId),
+    /// Set this task's mask to [`Code::masks`]`[i]`.
+    Affinity(u32),
     Count {
         metric: MetricId,
         n: u64,
@@ -105,6 +109,8 @@ pub struct Code {
     pub programs: Vec<(String, Rc<[Instr]>)>,
     /// Metric names by [`MetricId`].
     pub metrics: Vec<String>,
+    /// The masks `affinity` ops set, by index (an `Instr` stays small).
+    pub masks: Vec<CpuSet>,
     metric_ids: BTreeMap<String, u32>,
     program_ids: BTreeMap<String, u32>,
 }
@@ -219,6 +225,14 @@ impl Code {
                 Op::Lap { metric } => Instr::Lap(self.metric(metric)),
                 Op::LapStart { metric } => Instr::LapStart(self.metric(metric)),
                 Op::Stamp { metric } => Instr::Stamp(self.metric(metric)),
+                Op::Affinity { cpus } => {
+                    let mut set = CpuSet::new();
+                    for &c in cpus {
+                        set.insert(CpuId::new(c));
+                    }
+                    self.masks.push(set);
+                    Instr::Affinity(self.masks.len() as u32 - 1)
+                }
                 Op::Count { metric, n } => Instr::Count {
                     metric: self.metric(metric),
                     n: *n,

@@ -44,6 +44,19 @@ impl<P: Policy> Engine<P> {
         self.tasks.get_mut(&id).expect("just added").process = pid;
     }
 
+    /// `task`'s own spec (what a thread it spawns inherits) with `mask`.
+    pub(super) fn set_spec_mask(&mut self, task: TaskId, mask: CpuSet) {
+        let Some(id) = self.tasks.get_mut(&task).map(|t| t.spec) else {
+            return;
+        };
+        let mut spec = self.specs[id as usize];
+        spec.mask = Some(mask);
+        let id = self.intern_spec(spec);
+        if let Some(t) = self.tasks.get_mut(&task) {
+            t.spec = id;
+        }
+    }
+
     /// `spec`'s index among the distinct specs, its process left out.
     fn intern_spec(&mut self, mut spec: TaskSpec) -> u32 {
         spec.process = None;

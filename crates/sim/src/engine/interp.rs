@@ -301,19 +301,8 @@ impl<P: Policy> Engine<P> {
                 stamp,
             } => self.op_timer(cpu, task, timer, period, absolute, stamp),
             Instr::RunFor(ns) => self.op_run_for(cpu, task, ns),
-            Instr::Lock(l) => {
-                if self.objects.locks[l.index()].acquire(task) {
-                    self.done(task)
-                } else {
-                    self.wait(cpu, task)
-                }
-            }
-            Instr::Unlock(l) => {
-                if let Some(w) = self.objects.locks[l.index()].release() {
-                    self.wake(cpu, w);
-                }
-                self.done(task)
-            }
+            Instr::Lock(l) => self.op_lock(cpu, task, l),
+            Instr::Unlock(l) => self.op_unlock(cpu, task, l),
             Instr::RandomSleep { .. } | Instr::ExpSleep { .. } => {
                 self.op_random_sleep(cpu, task, op)
             }
@@ -330,6 +319,7 @@ impl<P: Policy> Engine<P> {
                 self.do_exit(cpu, task);
                 false
             }
+            Instr::Affinity(m) => self.op_affinity(cpu, task, m),
             Instr::Yield => {
                 self.next_op(task);
                 let fx = self.sched[cpu.index()].yield_now(&self.sh, self.now, self.idle_depth);
@@ -591,11 +581,14 @@ impl<P: Policy> Engine<P> {
             return r;
         }
         let cond = &mut self.objects.conds[c.index()];
-        let woken = if all {
+        let woken: Vec<TaskId> = if all {
             cond.broadcast()
         } else {
             cond.signal().into_iter().collect()
         };
+        if woken.is_empty() {
+            self.lost.insert(c.index() as u32, (self.now, task));
+        }
         for w in woken {
             self.wake(cpu, w);
         }

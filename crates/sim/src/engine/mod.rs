@@ -78,6 +78,7 @@ pub mod code;
 mod family;
 mod interp;
 mod machine;
+mod mutex;
 mod queue;
 mod stall;
 pub use stall::{describe_wait, WaitState};
@@ -135,6 +136,8 @@ pub struct SimSpec {
     pub keep_log: bool,
     /// Keep the event log ([`Event`]) the trace outputs are made from.
     pub keep_events: bool,
+    /// Count each task's parked wakes by waker ([`Outcome::wakes_by`]).
+    pub count_wakers: bool,
     /// Ties among simultaneous events in insertion order, not by the RNG.
     pub fixed_order: bool,
     /// Room in the task table for this many tasks started by `spawn`
@@ -193,6 +196,9 @@ pub struct Engine<P: Policy> {
     /// Laps and counts by metric id (`None`: none recorded).
     laps: Vec<Option<LapLog>>,
     counts: Vec<Option<u64>>,
+    /// Each condition's last signal that found nobody waiting: when, and
+    /// by whom (the stall report names it).
+    lost: BTreeMap<u32, (u64, TaskId)>,
     /// Stamps by task id, in program order ([`crate::Op::Stamp`]).
     stamps: BTreeMap<u32, Vec<(MetricId, u64)>>,
     /// Pending events, earliest first.
@@ -252,6 +258,7 @@ impl<P: Policy> Engine<P> {
             laps: Vec::new(),
             counts: Vec::new(),
             stamps: BTreeMap::new(),
+            lost: BTreeMap::new(),
             queue: Queue::new((!spec.fixed_order).then(|| ChaCha8Rng::seed_from_u64(seed))),
             prog_rng: stream(seed, 1),
             hw_rng: stream(seed, 2),
@@ -262,7 +269,13 @@ impl<P: Policy> Engine<P> {
             disk_irq_cpu: spec.disk_irq_cpu,
             pipe_capacity: spec.pipe_capacity,
             check: spec.check_invariants,
-            rec: Recorder::new(seed, &spec.topology, spec.keep_log, spec.keep_events),
+            rec: Recorder::new(
+                seed,
+                &spec.topology,
+                spec.keep_log,
+                spec.keep_events,
+                spec.count_wakers,
+            ),
             live: 0,
             halt: None,
             max_tasks: spec.max_tasks,
@@ -273,16 +286,24 @@ impl<P: Policy> Engine<P> {
             proc_ids: BTreeMap::new(),
             shared_of: spec.processes.clone(),
         };
-        if sim.cost.tick_skew {
-            let tick = sim.sh.config().fair.tick_ns.max(1);
-            for p in sim.tick_phase.iter_mut() {
-                *p = sim.hw_rng.next_u64() % tick;
+        sim.boot(spec, seed);
+        sim
+    }
+
+    /// The machine at t = 0: tick phases, every CPU's first pass, the
+    /// scenario's tasks started; then the tables sized to every metric.
+    fn boot(&mut self, spec: &SimSpec, seed: u64) {
+        let n = spec.topology.num_cpus();
+        if self.cost.tick_skew {
+            let tick = self.sh.config().fair.tick_ns.max(1);
+            for p in self.tick_phase.iter_mut() {
+                *p = self.hw_rng.next_u64() % tick;
             }
         }
         // Every CPU starts idle: one pass each.
         for c in 0..n {
-            let fx = sim.sched[c].pass(&sim.sh, 0, sim.idle_depth);
-            sim.apply(CpuId::new(c), fx);
+            let fx = self.sched[c].pass(&self.sh, 0, self.idle_depth);
+            self.apply(CpuId::new(c), fx);
         }
         // Where `start_in` tasks begin: a fourth stream of the seed.
         let mut boot = stream(seed, 3);
@@ -295,16 +316,15 @@ impl<P: Policy> Engine<P> {
                     cpu = set.iter().nth(k).expect("k < the set's size");
                 }
             }
-            sim.start_task(def, cpu);
+            self.start_task(def, cpu);
         }
         // Processes are found by name only at boot (a spawned thread
         // inherits its parent's id): the names go.
-        sim.proc_ids = BTreeMap::new();
+        self.proc_ids = BTreeMap::new();
         // Every program is compiled: every metric is known.
-        let m = sim.code.metrics.len();
-        sim.laps.resize_with(m, || None);
-        sim.counts.resize(m, None);
-        sim
+        let m = self.code.metrics.len();
+        self.laps.resize_with(m, || None);
+        self.counts.resize(m, None);
     }
 
     /// A task's name (kept once, in the outcome's table of names).

@@ -7,7 +7,7 @@ use super::code::Instr;
 use super::interp::Waiting;
 use super::Engine;
 use crate::objects::{BarrierId, LockId, Objects, PortId};
-use crate::outcome::{find_cycle, Stall, StallCause, Wait};
+use crate::outcome::{find_cycle, LostWake, Stall, StallCause, Wait};
 
 impl<P: Policy> Engine<P> {
     /// The report of a run stopped by `cause`.
@@ -20,10 +20,21 @@ impl<P: Policy> Engine<P> {
             }
             let (on, on_tasks) = self.waits_on(id);
             let name = |i: &TaskId| self.name(*i).to_string();
+            let lost = match t.code.get(t.pc) {
+                Some(Instr::CondWait { cond, .. }) if on.starts_with("a signal") => self
+                    .lost
+                    .get(&(cond.index() as u32))
+                    .map(|&(at_ns, by)| LostWake {
+                        by: name(&by),
+                        at_ns,
+                    }),
+                _ => None,
+            };
             waits.push(Wait {
                 task: self.name(id).to_string(),
                 on,
                 on_tasks: on_tasks.iter().map(name).collect(),
+                lost,
             });
             edges.push((id, on_tasks));
         }
@@ -123,6 +134,13 @@ pub fn describe_wait(
             Vec::new(),
         ),
         Instr::FutexWait(f) => (format!("a wake of futex {:?}", o.futex_name(f)), Vec::new()),
+        Instr::Lock(l) if st.lock_owner(l) == Some(task) => (
+            format!(
+                "lock {:?}, which it holds itself: a relock, where a default mutex deadlocks",
+                o.lock_name(l)
+            ),
+            vec![task],
+        ),
         Instr::Lock(l) | Instr::CondWait { lock: Some(l), .. }
             if st.lock_owner(l).is_some_and(|h| h != task) =>
         {
