@@ -67,6 +67,7 @@ pub mod perfetto;
 mod plot;
 mod pool;
 mod real;
+mod record;
 mod rtapp_log;
 mod run;
 mod suite;
@@ -112,6 +113,9 @@ enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Run a fixed list of workloads real and simulated; a verdict per figure.
     Validate(validate::ValidateArgs),
+    /// Record a command's real schedule; write it as a trace, a summary and
+    /// a scenario that replays it (root).
+    Record(record::RecordArgs),
     /// List the placement policies this binary knows.
     Policies,
 }
@@ -131,6 +135,9 @@ pub enum Failure {
     Real(String),
     /// Ctrl-C during a real run (processes ended, tracefs restored).
     Interrupted,
+    /// Exit with this code, having said what there was to say (`record`
+    /// passes on its command's).
+    Exit(u8),
 }
 
 /// The `schedlab` command with the built-in policies.
@@ -152,6 +159,7 @@ pub fn main_with(registry: Registry) -> ExitCode {
         Command::Trace(args) => trace::run(&args, r),
         Command::Calibrate(args) => calibrate::run(&args, r),
         Command::Validate(args) => validate::run(&args, r),
+        Command::Record(args) => record::run(&args),
         Command::Policies => {
             for (name, about) in r.families() {
                 say!("{name:<16} {about}");
@@ -177,6 +185,7 @@ pub fn main_with(registry: Registry) -> ExitCode {
             eprintln!("schedlab: a real run failed: {msg}");
             ExitCode::from(4)
         }
+        Err(Failure::Exit(code)) => ExitCode::from(code),
         Err(Failure::Interrupted) => {
             eprintln!("schedlab: interrupted: every process of the run ended, tracefs restored");
             ExitCode::from(130)

@@ -430,6 +430,7 @@ fn real_row(
 ) -> Result<Result<RowReps, String>, Failure> {
     let why = |e: Failure| match e {
         Failure::Interrupted => Err(Failure::Interrupted),
+        Failure::Exit(c) => Ok(Err(format!("exit {c}"))),
         Failure::Input(m) | Failure::Real(m) | Failure::Check(m) | Failure::Stall(m) => Ok(Err(m)),
     };
     let sc = match crate::suite::build(row, "sysfs", &[], reg) {

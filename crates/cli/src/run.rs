@@ -280,7 +280,10 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
                     .map(|(n, t)| (n.clone(), json!({"llc_refill_bytes": t.llc_refill_bytes, "cold_starts": t.cold_starts})))
                     .collect();
                 let warmth = json!({"llc_refill_bytes": refill, "cold_starts": cold, "llcs": o.llcs, "tasks": per_task});
-                json!({"seed": o.seed, "trace_hash": format!("{:016x}", o.trace_hash), "events": o.events,
+                let tasks: serde_json::Map<String, Value> = o.tasks.iter()
+                    .map(|(n, t)| (n.clone(), json!({"cpu_ns": t.cpu_ns, "migrations": t.migrations, "exited_at_ns": t.exited_at})))
+                    .collect();
+                json!({"seed": o.seed, "trace_hash": format!("{:016x}", o.trace_hash), "events": o.events, "tasks": tasks,
                        "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu, "warmth": warmth,
                        "wakes_by": o.wakes_by, "rtapp_log": crate::rtapp_log::json(o)})
             })

@@ -160,14 +160,7 @@ fn real(a: &TraceArgs, s: &schedlab_scenarios::Scenario) -> Result<(), Failure> 
         };
         processes.entry(t.tgid).or_insert(p);
     }
-    let who = Who {
-        threads: k
-            .threads
-            .iter()
-            .map(|(&id, t)| (id, (t.tid, t.tgid, t.name.clone())))
-            .collect(),
-        processes,
-    };
+    let who = Who::of_record(k, processes);
     let bytes = perfetto_of(&who, &r.outcome, &events);
     let path = write(a, &format!("{}.real.pftrace", s.name), &bytes)?;
     let count = |f: fn(&EventKind) -> bool| events.iter().filter(|e| f(&e.kind)).count();
@@ -233,6 +226,19 @@ pub struct Who {
 }
 
 impl Who {
+    /// The threads the kernel's record names, by their own ids;
+    /// `processes` names their processes.
+    pub fn of_record(k: &schedlab_real::KernelRecord, processes: BTreeMap<i32, String>) -> Who {
+        Who {
+            threads: k
+                .threads
+                .iter()
+                .map(|(&id, t)| (id, (t.tid, t.tgid, t.name.clone())))
+                .collect(),
+            processes,
+        }
+    }
+
     /// A simulated run: every task a thread of one process.
     pub fn simulated(scenario: &str, o: &Outcome) -> Who {
         Who {

@@ -544,7 +544,7 @@ impl Task<'_> {
                 }
             }
             Instr::WakeLap(m) => {
-                let at = shm.woken_at(me).load(Relaxed);
+                let at = shm.woken_at(me).swap(0, Relaxed);
                 if at != 0 {
                     self.push_lap(m.0, sys::now().saturating_sub(at));
                 }

@@ -17,7 +17,7 @@
 //! | `call` / `serve` / `reply` | a port in shared memory: the request's bytes are copied into the client's buffer, the client queued and the server woken with `FUTEX_WAKE` if it waits; the reply's bytes are copied back and the client woken the same way (futexes in shared memory, not sockets: one wake per message, as the simulator posts) |
 //! | `pipe_write` / `pipe_read` | a kernel pipe (`pipe2`, sized with `F_SETPIPE_SZ` to the scenario's capacity, rounded up by the kernel to a power of two pages); a read of N bytes reads until it has all N |
 //! | `futex_wait` / `futex_wake n` | `FUTEX_WAIT` / `FUTEX_WAKE` on a generation word, as the simulator's futex: a wait goes on at once when the word moved since the task last saw it |
-//! | `lock` / `unlock` | a FIFO hand-off lock (the simulator's): an unlock hands it to the first waiter and wakes it |
+//! | `lock` / `unlock` | a FIFO hand-off lock (the simulator's): an unlock hands it to the first waiter and wakes it; a relock waits for ever (a default mutex deadlocks), an unlock by a task that does not hold it fails the run (exit 4) |
 //! | `cond_wait` / `cond_signal` / `cond_broadcast` | a condition variable: a signal picks the first waiter; a signal nobody waits for is lost |
 //! | `barrier` | the last of `n` arrivals wakes the rest |
 //! | `sleep`, `random_sleep`, `exp_sleep` | `clock_nanosleep` |
@@ -25,8 +25,9 @@
 //! | `io` | a `pread` of 4 KiB at a random page of a 16 MiB file the run writes and removes. On this machine the file sits in the page cache, so an `io` is a syscall and a copy, not a device wait: its `ns` is not used |
 //! | `spawn` / `join` / `join_any` / `exit` | a thread of the same process; `join` is `pthread_join`; `join_any` waits until any child has exited |
 //! | `yield` | `sched_yield` |
+//! | `affinity` | `sched_setaffinity` on the calling thread |
 //! | `leave` | nothing: Linux has no "leaving" bit; a thread's wakes name it until it exits |
-//! | `lap`, `lap_start`, `wake_lap`, `count` | `CLOCK_MONOTONIC`; a wake lap measures from when the waker posted the wake (ports, locks, conditions, barriers, futexes; not pipes) |
+//! | `lap`, `lap_start`, `wake_lap`, `count`, `stamp` | `CLOCK_MONOTONIC`; a wake lap measures from when the waker posted the wake (ports, locks, conditions, barriers, futexes; not pipes), once per wake; a timer's `stamp` records the expiry it computed |
 //!
 //! The objects' wait protocol is in [`objects`]: every futex wake a run
 //! makes is one the scenario asked for.
@@ -54,6 +55,13 @@
 //! dies with the parent (`PR_SET_PDEATHSIG`). tracefs is restored by
 //! [`tracefs::Capture`]'s `Drop`.
 //!
+//! ## Recording any program
+//!
+//! [`recording`] runs any command under the same capture, following it
+//! through its forks and clones, and [`replay`] turns what the kernel
+//! recorded into one program per thread (`schedlab record`,
+//! `docs/RECORD.md`).
+//!
 //! ## What a real run cannot have
 //!
 //! It has no trace hash (a real schedule is not reproducible), no LLC
@@ -79,6 +87,8 @@
 pub mod exec;
 pub mod objects;
 pub mod record;
+pub mod recording;
+pub mod replay;
 mod run;
 pub mod shm;
 pub mod sys;

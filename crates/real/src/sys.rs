@@ -483,3 +483,92 @@ pub fn children(pid: u32) -> Vec<i32> {
     })
     .collect()
 }
+
+/// Starts `cmd` (its program, then its arguments, looked up in `PATH`)
+/// in a process group of its own, held before `exec` until [`open_gate`]
+/// is called with the returned descriptor: the caller can set up what
+/// must watch it (the kernel's record, following it from its first
+/// instruction) first. Its pid, and the gate. (Not `std::process::Command`:
+/// its `spawn` waits for the `exec`, which the gate holds back.)
+pub fn spawn_gated(cmd: &[String]) -> io::Result<(i32, i32)> {
+    use std::ffi::CString;
+    if cmd.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no command"));
+    }
+    let args: Vec<CString> = cmd
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let (r, w) = pipe(4096)?;
+    // SAFETY: between fork and exec the child calls only async-signal-safe
+    // functions (setpgid, read, execvp, _exit) on memory prepared before
+    // the fork (`argv` and the strings it points to), and never returns
+    // into the caller.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let e = io::Error::last_os_error();
+        close(r);
+        close(w);
+        return Err(e);
+    }
+    if pid == 0 {
+        // SAFETY: as above.
+        unsafe {
+            libc::setpgid(0, 0);
+            let mut b = [0u8; 1];
+            loop {
+                let n = libc::read(r, b.as_mut_ptr().cast(), 1);
+                if n == 1 {
+                    break;
+                }
+                if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+                    // The recorder went away before opening the gate.
+                    libc::_exit(127);
+                }
+            }
+            // The gate's ends are O_CLOEXEC: exec closes them.
+            libc::execvp(argv[0], argv.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    // Also here, so the group exists before the caller kills it.
+    // SAFETY: integer arguments; EACCES once the child has exec'd is fine.
+    unsafe { libc::setpgid(pid, pid) };
+    close(r);
+    Ok((pid, w))
+}
+
+/// Whether child `pid` has ended: its exit code (a signal's number + 128).
+pub fn try_wait(pid: i32) -> io::Result<Option<i32>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid int to write.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    match r {
+        0 => Ok(None),
+        r if r < 0 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+        _ => Ok(Some(exit_code(status))),
+    }
+}
+
+/// Lets a [`spawn_gated`] command go on to `exec`.
+pub fn open_gate(w: i32) -> io::Result<()> {
+    let r = write_all(w, &[1]);
+    close(w);
+    r
+}
+
+/// SIGKILL to every process of group `pgid`.
+pub fn kill_group(pgid: i32) {
+    // SAFETY: integer arguments; a group already gone is ESRCH, ignored.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+}

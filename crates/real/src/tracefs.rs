@@ -41,18 +41,21 @@ use std::path::{Path, PathBuf};
 use crate::sys;
 
 /// The events captured.
-pub const EVENTS: [&str; 7] = [
-    "sched_switch",
-    "sched_waking",
-    "sched_wakeup",
-    "sched_wakeup_new",
-    "sched_migrate_task",
-    "sched_process_fork",
-    "sched_process_exit",
+pub const EVENTS: [(&str, &str); 8] = [
+    ("sched", "sched_switch"),
+    ("sched", "sched_waking"),
+    ("sched", "sched_wakeup"),
+    ("sched", "sched_wakeup_new"),
+    ("sched", "sched_migrate_task"),
+    ("sched", "sched_process_fork"),
+    ("sched", "sched_process_exit"),
+    // Its clone_flags say whether a new task is a thread (CLONE_THREAD)
+    // or a process: `schedlab record` keeps each in its own process.
+    ("task", "task_newtask"),
 ];
 
 /// Per-CPU buffer, KiB.
-const BUFFER_KB: u64 = 16 * 1024;
+pub const BUFFER_KB: u64 = 16 * 1024;
 
 /// One field of an event's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -423,8 +426,8 @@ impl Capture {
         cap.page = parse_header_page(&read(&hp)?, &hp)?;
         let he = ev.join("header_event");
         cap.header = parse_header_event(&read(&he)?, &he)?;
-        for name in EVENTS {
-            let p = ev.join("sched").join(name).join("format");
+        for (sub, name) in EVENTS {
+            let p = ev.join(sub).join(name).join("format");
             let f = parse_format(name, &read(&p)?, &p)?;
             cap.formats.insert(f.id, f);
         }
@@ -433,10 +436,15 @@ impl Capture {
         write(&i.join("trace_clock"), "mono")?;
         write(&i.join("buffer_size_kb"), &BUFFER_KB.to_string())?;
         write(&i.join("options/event-fork"), "1")?;
-        for name in EVENTS {
-            write(&i.join("events/sched").join(name).join("enable"), "1")?;
+        for (sub, name) in EVENTS {
+            write(&i.join("events").join(sub).join(name).join("enable"), "1")?;
         }
         Ok(cap)
+    }
+
+    /// Sets each CPU's buffer to `kb` KiB (the default: [`BUFFER_KB`]).
+    pub fn set_buffer_kb(&self, kb: u64) -> io::Result<()> {
+        write(&self.instance.join("buffer_size_kb"), &kb.to_string())
     }
 
     /// Records the events of `pids` (and the threads they start) from now.

@@ -6,14 +6,15 @@
 //! so attribution is the scheduler's (a device completion posts from an
 //! interrupt and names no waker; `exit` sets leaving before its wakes).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Names of the objects programs share (ports, pipes, futexes, locks),
 /// resolved to indices when a simulation is built.
 pub type ObjName = String;
 
-/// One op of a program.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+/// One op of a program (written back as a scenario file writes it:
+/// `schedlab record`'s replay files).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub enum Op {
     /// Compute for this many ns (slower while the SMT sibling is busy).
@@ -94,7 +95,8 @@ pub enum Op {
     /// preempted or not, in 32 µs pieces of work (rt-app's `runtime`).
     RunFor(u64),
     /// Record the time since the last wake posted to this task, as a lap
-    /// of `metric` (schbench's wakeup latency).
+    /// of `metric` (schbench's wakeup latency); once per wake: with no
+    /// wake posted since the last lap, nothing is recorded.
     WakeLap {
         metric: String,
     },

@@ -345,7 +345,7 @@ impl<P: Policy> Engine<P> {
                 *self.counts[metric.0 as usize].get_or_insert(0) += n;
             }
             Instr::WakeLap(m) => {
-                if let Some(at) = self.task(task).woken_at {
+                if let Some(at) = self.task(task).woken_at.take() {
                     self.push_lap(m, now - at);
                 }
             }

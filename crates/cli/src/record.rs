@@ -1,0 +1,428 @@
+//! `schedlab record [--out DIR] [--duration S] [--buffer-kb KB] -- CMD ARGS...`:
+//! a program's real schedule, recorded by the kernel (root: tracefs) and
+//! written as three files in DIR:
+//!
+//! * `trace.pftrace`: the schedule as a Perfetto trace, as `trace --real`
+//!   writes one;
+//! * `summary.json`: the command, its exit code and wall time, and per
+//!   recorded thread its process, CPU time, wakes received and from whom,
+//!   migrations; wake-to-run percentiles; what the recording kept and left
+//!   out (threads outside it, wakes of threads that had not blocked,
+//!   pages of events the kernel lost);
+//! * `replay.toml`: a scenario file that replays it
+//!   (`schedlab_real::replay` says how each thread's program is rebuilt).
+//!   It names no topology: `schedlab run DIR/replay.toml --topology T
+//!   --policy P` replays it on any machine under any policy. Its figures:
+//!   the makespan (the first thread's program, from its start to its end:
+//!   the command's own wall time when it waits for what it starts), the
+//!   wake-to-run latency's p50 and p99, and migrations.
+//!
+//! The command's exit code is passed on (after the files are written);
+//! `--duration` stops it (its process group killed) and says so.
+//!
+//! ## `--check`: the replay held to its recording
+//!
+//! Replayed on this machine (`--topology sysfs`) under `linux`, seeds 1
+//! to 5, against what was recorded, each with a tolerance fixed here
+//! before the programs below were measured:
+//!
+//! | figure | recorded | replayed | within when |
+//! |---|---|---|---|
+//! | makespan | the command's wall time | `makespan_ms` | replay / recording in [1/1.5, 1.5] |
+//! | wakes | `sched_waking` of a recorded thread by another | parked wakes between recorded threads | ratio in [1/2, 2] |
+//! | wake edges | pairs (waker, wakee) with a wake | pairs with a parked wake | at least 3/4 of the recorded pairs |
+//! | CPU per thread | its time on a CPU | its `cpu_ns` | 3/4 of threads (with 100 µs or more) within a ratio of 1.25 |
+//!
+//! The replayed figures are the median over the seeds. What falls outside
+//! is what the replay cannot carry: control flow that depends on data or
+//! on timing (a thread that found its pipe already full of bytes never
+//! blocked in the recording, and one that would block on the replay's
+//! machine does not know it), lock contention that changes order, and
+//! interrupts replayed as sleeps.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Args;
+use schedlab_real::recording::{self, Recording};
+use schedlab_real::replay::{self, Converted, WAKE_TO_RUN};
+use schedlab_sim::figures::percentile;
+use schedlab_sim::sched::TaskId;
+use schedlab_sim::{Op, Outcome};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::Failure;
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Where trace.pftrace, summary.json and replay.toml go.
+    #[arg(long, value_name = "DIR", default_value = "record")]
+    out: PathBuf,
+    /// Stop after this many seconds (the command's process group killed).
+    #[arg(long, value_name = "S")]
+    duration: Option<f64>,
+    /// Each CPU's trace buffer, KiB (raise it when events are lost).
+    #[arg(long, value_name = "KB")]
+    buffer_kb: Option<u64>,
+    /// Replay the recording on this machine under `linux` and print how
+    /// close it comes (the module doc's table and tolerances).
+    #[arg(long)]
+    check: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    cmd: Vec<String>,
+}
+
+/// The makespan lap's metric (the first thread's program).
+const MAKESPAN: &str = "makespan";
+
+#[derive(Serialize)]
+struct ReplayFile {
+    name: String,
+    run_ms: u64,
+    process: Vec<ProcessEntry>,
+    task: Vec<TaskEntry>,
+    figure: Vec<BTreeMap<String, serde_json::Value>>,
+}
+
+#[derive(Serialize)]
+struct ProcessEntry {
+    name: String,
+}
+
+#[derive(Serialize)]
+struct TaskEntry {
+    name: String,
+    cpu: usize,
+    process: String,
+    program: Vec<Op>,
+}
+
+pub fn run(a: &RecordArgs) -> Result<(), Failure> {
+    let opts = recording::Options {
+        duration_ns: a.duration.map(|s| (s * 1e9) as u64),
+        buffer_kb: a.buffer_kb,
+    };
+    let rec = recording::record(&a.cmd, &opts).map_err(|e| match e {
+        schedlab_real::Error::Input(m) => Failure::Input(m),
+        schedlab_real::Error::Fault(m) => Failure::Real(m),
+        schedlab_real::Error::Interrupted => Failure::Interrupted,
+    })?;
+    let names: BTreeMap<TaskId, String> = rec
+        .threads
+        .iter()
+        .map(|(id, t)| (*id, t.name.clone()))
+        .collect();
+    let conv = replay::convert(&rec.record.events, &rec.life, &names, rec.wall_ns);
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| Failure::Input(format!("{}: {e}", a.out.display())))?;
+    let write = |file: &str, bytes: &[u8]| -> Result<PathBuf, Failure> {
+        let p = a.out.join(file);
+        std::fs::write(&p, bytes).map_err(|e| Failure::Input(format!("{}: {e}", p.display())))?;
+        Ok(p)
+    };
+    let toml_text = replay_file(a, &rec, &conv)?;
+    write("replay.toml", toml_text.as_bytes())?;
+    write("summary.json", summary(a, &rec, &conv).as_bytes())?;
+    write("trace.pftrace", &trace(&rec))?;
+    let edges: u64 = conv.edges.values().sum();
+    say!(
+        "recorded `{}`: exit {}, {:.3} ms, {} threads in {} processes; {} events{}",
+        a.cmd.join(" "),
+        rec.status,
+        rec.wall_ns as f64 / 1e6,
+        rec.threads.len(),
+        processes(&rec).len(),
+        rec.raw_events,
+        if rec.cut {
+            "; stopped at --duration"
+        } else {
+            ""
+        }
+    );
+    say!(
+        "replay: {edges} wake edges kept between {} pairs, {} blocks replayed as sleeps (an interrupt or a thread outside), {} wakes of threads not blocked left out",
+        conv.edges.len(),
+        conv.sleeps,
+        conv.early_wakes
+    );
+    if rec.lost_pages > 0 {
+        say!(
+            "warning: the kernel lost events before {} pages of its buffers: raise --buffer-kb (now {} KiB per CPU)",
+            rec.lost_pages,
+            a.buffer_kb.unwrap_or(schedlab_real::tracefs::BUFFER_KB)
+        );
+    }
+    say!(
+        "wrote {}/{{trace.pftrace, summary.json, replay.toml}}; replay with: schedlab run {}/replay.toml --topology sysfs --policy linux",
+        a.out.display(),
+        a.out.display()
+    );
+    if a.check {
+        check(a, &rec, &conv)?;
+    }
+    if rec.status != 0 {
+        return Err(Failure::Exit(rec.status.clamp(1, 255) as u8));
+    }
+    Ok(())
+}
+
+/// `--check`: the replay against the recording (module doc).
+fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failure> {
+    let topo = schedlab_scenarios::topology("sysfs").map_err(|e| Failure::Input(e.0))?;
+    let params = schedlab_scenarios::Params::parse(&["policy=linux".to_string()])
+        .map_err(|e| Failure::Input(e.0))?;
+    let mut s = schedlab_scenarios::file::load_on(&a.out.join("replay.toml"), params, topo)
+        .map_err(|e| Failure::Input(e.to_string()))?;
+    s.spec.count_wakers = true;
+    let outs: Vec<Outcome> = (1..=5)
+        .map(|seed| schedlab_sim::Sim::new(&s.spec, seed).run())
+        .collect();
+    let med = |f: &dyn Fn(&Outcome) -> f64| {
+        schedlab_scenarios::suite::median(&outs.iter().map(f).collect::<Vec<_>>())
+    };
+    let ours: std::collections::BTreeSet<&str> =
+        rec.threads.values().map(|t| t.name.as_str()).collect();
+    // Wakes between recorded threads, and the pairs with one.
+    let rec_pairs: Vec<(&str, &str)> = rec
+        .record
+        .wakes_by
+        .iter()
+        .flat_map(|(t, by)| by.keys().map(move |w| (w.as_str(), t.as_str())))
+        .filter(|(w, t)| ours.contains(w) && ours.contains(t) && w != t)
+        .collect();
+    let rec_wakes: u64 = rec_pairs
+        .iter()
+        .map(|(w, t)| rec.record.wakes_by[*t][*w])
+        .sum();
+    let sim_wakes = |o: &Outcome| -> f64 {
+        o.wakes_by
+            .iter()
+            .flat_map(|(t, by)| by.iter().map(move |(w, n)| (w, t, n)))
+            .filter(|(w, t, _)| ours.contains(w.as_str()) && w != t)
+            .map(|(_, _, n)| *n as f64)
+            .sum()
+    };
+    let kept = |o: &Outcome| -> f64 {
+        let n = rec_pairs
+            .iter()
+            .filter(|(w, t)| o.wakes_by.get(*t).is_some_and(|by| by.contains_key(*w)))
+            .count();
+        n as f64 / rec_pairs.len().max(1) as f64
+    };
+    let cpu_ok = |o: &Outcome| -> f64 {
+        let big: Vec<(&String, u64)> = rec
+            .threads
+            .iter()
+            .map(|(id, t)| (&t.name, conv.threads[id].cpu_ns))
+            .filter(|(_, ns)| *ns >= 100_000)
+            .collect();
+        let ok = big
+            .iter()
+            .filter(|(n, ns)| {
+                let r = o.tasks.get(*n).map_or(0, |t| t.cpu_ns) as f64 / *ns as f64;
+                (1.0 / 1.25..=1.25).contains(&r)
+            })
+            .count();
+        ok as f64 / big.len().max(1) as f64
+    };
+    let makespan = med(&|o| {
+        s.figures
+            .iter()
+            .find(|(n, _)| n == "makespan_ms")
+            .map_or(0.0, |(_, f)| f.compute(o))
+    });
+    let rec_ms = rec.wall_ns as f64 / 1e6;
+    let rows = [
+        ("makespan_ms", rec_ms, makespan, {
+            let r = makespan / rec_ms;
+            (1.0 / 1.5..=1.5).contains(&r)
+        }),
+        (
+            "wakes between threads",
+            rec_wakes as f64,
+            med(&sim_wakes),
+            {
+                let r = med(&sim_wakes) / rec_wakes.max(1) as f64;
+                (0.5..=2.0).contains(&r)
+            },
+        ),
+        (
+            "wake edges (pairs) kept",
+            1.0,
+            med(&kept),
+            med(&kept) >= 0.75,
+        ),
+        (
+            "threads with CPU time within 1.25x",
+            1.0,
+            med(&cpu_ok),
+            med(&cpu_ok) >= 0.75,
+        ),
+    ];
+    say!(
+        "replayed on this machine under linux, 5 seeds (medians): {} recorded pairs with a wake, {} threads",
+        rec_pairs.len(),
+        rec.threads.len()
+    );
+    say!(
+        "  {:36} {:>12} {:>12}  verdict",
+        "figure",
+        "recorded",
+        "replayed"
+    );
+    for (name, r, p, ok) in rows {
+        say!(
+            "  {name:36} {:>12} {:>12}  {}",
+            crate::run::fmt(r),
+            crate::run::fmt(p),
+            if ok { "within" } else { "outside" }
+        );
+    }
+    if let Some(st) = outs.iter().find_map(|o| o.stall.as_ref()) {
+        say!("the replay stalled: {st}");
+    }
+    Ok(())
+}
+
+/// Each recorded process: its id and name (`comm-tgid`, the comm of the
+/// thread whose tid is the process's).
+fn processes(rec: &Recording) -> BTreeMap<i32, String> {
+    let mut p = BTreeMap::new();
+    for t in rec.threads.values() {
+        let name = rec
+            .threads
+            .values()
+            .find(|x| x.tid == t.tgid)
+            .map_or_else(|| format!("process-{}", t.tgid), |x| x.name.clone());
+        p.entry(t.tgid).or_insert(name);
+    }
+    p
+}
+
+fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<String, Failure> {
+    let procs = processes(rec);
+    let mut tasks = Vec::new();
+    for (id, t) in &rec.threads {
+        let r = &conv.threads[id];
+        let mut program = r.program.clone();
+        if id.0 == 0 {
+            program.insert(
+                0,
+                Op::LapStart {
+                    metric: MAKESPAN.into(),
+                },
+            );
+            program.push(Op::Lap {
+                metric: MAKESPAN.into(),
+            });
+        }
+        tasks.push(TaskEntry {
+            name: t.name.clone(),
+            cpu: r.start_cpu.unwrap_or(0),
+            process: procs[&t.tgid].clone(),
+            program,
+        });
+    }
+    let fig = |name: &str, v: serde_json::Value| -> BTreeMap<String, serde_json::Value> {
+        let mut m: BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(v).expect("an object");
+        m.insert("name".into(), name.into());
+        m
+    };
+    let file = ReplayFile {
+        name: format!(
+            "replay-{}",
+            rec.threads.values().next().map_or("cmd", |t| &t.comm)
+        ),
+        // Room to replay on a slower machine or under a worse policy.
+        run_ms: (rec.wall_ns / 1_000_000).saturating_mul(20).max(1_000),
+        process: procs
+            .values()
+            .map(|n| ProcessEntry { name: n.clone() })
+            .collect(),
+        task: tasks,
+        figure: vec![
+            fig(
+                "makespan_ms",
+                json!({"kind": "lap_p50_ms", "metric": MAKESPAN}),
+            ),
+            fig(
+                "wake_to_run_p50_us",
+                json!({"kind": "lap_p50_us", "metric": WAKE_TO_RUN}),
+            ),
+            fig(
+                "wake_to_run_p99_us",
+                json!({"kind": "lap_p99_us", "metric": WAKE_TO_RUN}),
+            ),
+            fig("migrations", json!({"kind": "migrations", "tasks": []})),
+        ],
+    };
+    let body = toml::to_string(&file)
+        .map_err(|e| Failure::Real(format!("writing the replay file: {e}")))?;
+    let outside: u64 = rec.outside.values().sum();
+    Ok(format!(
+        "# schedlab record: `{}`, exit {}, {:.3} ms on this machine.\n\
+         # {} threads in {} processes; {} other threads the record names are left out.\n\
+         # No [topology]: schedlab run THIS --topology T --policy P.\n\n{body}",
+        a.cmd.join(" "),
+        rec.status,
+        rec.wall_ns as f64 / 1e6,
+        rec.threads.len(),
+        procs.len(),
+        outside
+    ))
+}
+
+fn summary(a: &RecordArgs, rec: &Recording, conv: &Converted) -> String {
+    let k = &rec.record;
+    let procs = processes(rec);
+    let threads: serde_json::Map<String, serde_json::Value> = rec
+        .threads
+        .iter()
+        .map(|(id, t)| {
+            (
+                t.name.clone(),
+                json!({"tid": t.tid, "pid": t.tgid, "process": procs[&t.tgid],
+                       "cpu_ns": conv.threads[id].cpu_ns,
+                       "wakes_from": k.wakes_by.get(&t.name).cloned().unwrap_or_default(),
+                       "migrations": k.migrations.get(&t.name).copied().unwrap_or(0)}),
+            )
+        })
+        .collect();
+    let q = |p| percentile(&k.wake_to_run, p) / 1e3;
+    let edges: Vec<serde_json::Value> = conv
+        .edges
+        .iter()
+        .map(|((w, t), n)| json!({"waker": rec.threads[w].name, "wakee": rec.threads[t].name, "wakes": n}))
+        .collect();
+    let v = json!({
+        "command": a.cmd, "exit_code": rec.status, "wall_ns": rec.wall_ns,
+        "stopped_at_duration": rec.cut,
+        "counters": k.counters,
+        "wake_to_run_us": {"n": k.wake_to_run.len(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99)},
+        "threads": threads,
+        "replay": {"wake_edges": edges, "sleeps": conv.sleeps, "early_wakes_left_out": conv.early_wakes},
+        "left_out_threads": rec.outside,
+        "raw_events": rec.raw_events, "lost_pages": rec.lost_pages,
+    });
+    serde_json::to_string_pretty(&v).expect("plain data")
+}
+
+fn trace(rec: &Recording) -> Vec<u8> {
+    let k = &rec.record;
+    let mut processes: BTreeMap<i32, String> = processes(rec);
+    for t in k.threads.values().filter(|t| !t.ours) {
+        processes.entry(t.tgid).or_insert_with(|| t.name.clone());
+    }
+    let who = crate::trace::Who::of_record(k, processes);
+    let topo = schedlab_scenarios::topology("sysfs").ok();
+    let o = Outcome {
+        end_ns: rec.wall_ns,
+        topology: topo,
+        ..Outcome::default()
+    };
+    let events: Vec<&schedlab_sim::Event> = k.events.iter().collect();
+    crate::trace::perfetto_of(&who, &o, &events)
+}

@@ -1,0 +1,126 @@
+//! `schedlab record` end to end, as root (CI runs as root; the kernel's
+//! record needs it): a small real program recorded, its three files
+//! written, each recorded wake edge kept in the replay's programs (one
+//! byte written by the waker and one read by the wakee per wake), and the
+//! replay run to its end. A failing command's exit code is passed on, its
+//! files still written. Semantics only, never timings.
+
+mod common;
+
+use common::schedlab;
+use serde_json::Value;
+
+fn dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("schedlab-record-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// How many `op`s on `pipe` the program of task `task` in `toml` has.
+fn ops(toml: &Value, task: &str, op: &str, pipe: &str) -> usize {
+    toml["task"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["name"] == task))
+        .and_then(|t| t["program"].as_array())
+        .map_or(0, |p| p.iter().filter(|o| o[op]["pipe"] == pipe).count())
+}
+
+#[test]
+fn a_recorded_pipeline_replays_with_its_wake_edges() {
+    let d = dir("pipe");
+    let out = d.to_str().unwrap();
+    let (code, stdout, err) = schedlab(&[
+        "record",
+        "--out",
+        out,
+        "--",
+        "sh",
+        "-c",
+        "yes | head -c 4000000 | wc -c > /dev/null",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("wake edges kept"), "{stdout}");
+    for f in ["trace.pftrace", "summary.json", "replay.toml"] {
+        assert!(d.join(f).exists(), "{f} written");
+    }
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    let threads = summary["threads"].as_object().expect("threads");
+    for comm in ["sh-", "yes-", "head-", "wc-"] {
+        assert!(
+            threads.keys().any(|k| k.starts_with(comm)),
+            "{comm} recorded: {:?}",
+            threads.keys()
+        );
+    }
+    let text = std::fs::read_to_string(d.join("replay.toml")).unwrap();
+    let replay: Value = toml::from_str::<toml::Value>(&text)
+        .map(|v| serde_json::to_value(v).unwrap())
+        .expect("replay.toml is TOML");
+    let edges = summary["replay"]["wake_edges"].as_array().expect("edges");
+    assert!(!edges.is_empty(), "the pipeline's threads wake each other");
+    for e in edges {
+        let (w, t, n) = (
+            e["waker"].as_str().unwrap(),
+            e["wakee"].as_str().unwrap(),
+            e["wakes"].as_u64().unwrap() as usize,
+        );
+        let pipe = format!("{w}>{t}");
+        assert_eq!(
+            (
+                ops(&replay, w, "pipe_write", &pipe),
+                ops(&replay, t, "pipe_read", &pipe)
+            ),
+            (n, n),
+            "edge {pipe}: {n} wakes recorded, one byte written and read per wake"
+        );
+    }
+    let (code, out, err) = schedlab(&[
+        "run",
+        &format!("{out}/replay.toml"),
+        "--topology",
+        "sysfs",
+        "--policy",
+        "linux",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "the replay runs to its end: {err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["runs"][0]["figures"]["makespan_ms"].as_f64() > Some(0.0),
+        "the first thread's program ran to its end: {}",
+        v["runs"][0]["figures"]
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_failing_command_passes_its_exit_code_on_and_is_still_written() {
+    let d = dir("fail");
+    let (code, _, err) = schedlab(&[
+        "record",
+        "--out",
+        d.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    assert_eq!(code, 3, "the command's exit code: {err}");
+    assert!(d.join("replay.toml").exists() && d.join("summary.json").exists());
+    let (code, _, err) = schedlab(&[
+        "record",
+        "--out",
+        d.to_str().unwrap(),
+        "--duration",
+        "0.2",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    assert_eq!(code, 137, "killed at --duration (SIGKILL: 128 + 9): {err}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["stopped_at_duration"], true);
+    std::fs::remove_dir_all(&d).unwrap();
+}

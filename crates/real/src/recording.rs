@@ -1,0 +1,265 @@
+//! `schedlab record -- CMD`: a command run under the kernel's record,
+//! followed through every fork and clone from its first instruction (the
+//! command waits before `exec` until the capture is on), made into the
+//! kernel's record of its threads ([`crate::record`]) and their programs
+//! ([`crate::replay`]).
+//!
+//! The recorded threads are the command and every task it starts
+//! (`task_newtask` in one of them), each in its process: a clone with
+//! `CLONE_THREAD` joins its parent's, any other starts one of its own.
+//! Every other thread the record names (kernel threads, other programs
+//! that ran on the same CPUs) is left out and counted.
+
+use std::collections::BTreeMap;
+
+use schedlab_sim::sched::TaskId;
+
+use crate::record::{self, KernelRecord};
+use crate::replay::Life;
+use crate::tracefs::Capture;
+use crate::{sys, Error};
+
+/// `CLONE_THREAD`: the new task is a thread of its parent's process.
+const CLONE_THREAD: i64 = 0x0001_0000;
+
+/// How to record.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Stop (the command's process group killed) after this long, ns.
+    pub duration_ns: Option<u64>,
+    /// Each CPU's buffer, KiB (default [`crate::tracefs::BUFFER_KB`]).
+    pub buffer_kb: Option<u64>,
+}
+
+/// One recorded thread.
+#[derive(Clone, Debug)]
+pub struct RecThread {
+    pub tid: i32,
+    pub tgid: i32,
+    /// Its last command name.
+    pub comm: String,
+    /// `comm-tid`: unique in the recording.
+    pub name: String,
+}
+
+/// What a recording holds.
+pub struct Recording {
+    /// The command's exit code (128 + a signal's number).
+    pub status: i32,
+    /// From the command's start to its end (or the duration's), ns.
+    pub wall_ns: u64,
+    /// The recording was stopped at the duration, the command killed.
+    pub cut: bool,
+    pub threads: BTreeMap<TaskId, RecThread>,
+    pub record: KernelRecord,
+    pub life: Life,
+    /// Threads outside the recording the record names, by command name:
+    /// how many.
+    pub outside: BTreeMap<String, u64>,
+    /// Raw events read, and pages the kernel said lost events before them.
+    pub raw_events: usize,
+    pub lost_pages: u64,
+}
+
+/// The CPUs this machine has online (their count: the highest + 1).
+fn ncpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| {
+            s.trim()
+                .split(',')
+                .filter_map(|r| r.rsplit('-').next()?.parse::<usize>().ok())
+                .max()
+        })
+        .map_or(1, |m| m + 1)
+}
+
+/// Records `cmd` (program and arguments) until it exits, or until
+/// `o.duration_ns`.
+pub fn record(cmd: &[String], o: &Options) -> Result<Recording, Error> {
+    if let Some(why) = Capture::unavailable() {
+        return Err(Error::Input(format!("record: {why}")));
+    }
+    let cap = Capture::new(ncpus()).map_err(|e| Error::Input(format!("record: tracefs: {e}")))?;
+    if let Some(kb) = o.buffer_kb {
+        cap.set_buffer_kb(kb)
+            .map_err(|e| Error::Input(format!("record: --buffer-kb {kb}: {e}")))?;
+    }
+    let (root, gate) = sys::spawn_gated(cmd)
+        .map_err(|e| Error::Input(format!("record: {}: {e}", cmd.join(" "))))?;
+    if let Err(e) = cap.start(&[root]) {
+        sys::kill_group(root);
+        let _ = sys::wait(root);
+        return Err(Error::Fault(format!("record: tracefs: {e}")));
+    }
+    let t0 = sys::now();
+    if let Err(e) = sys::open_gate(gate) {
+        sys::kill_group(root);
+        let _ = sys::wait(root);
+        return Err(Error::Fault(format!("record: starting the command: {e}")));
+    }
+    let (status, cut) = wait(root, o.duration_ns, t0)?;
+    let wall_ns = sys::now().saturating_sub(t0);
+    let _ = cap.stop();
+    // What the command left behind (children it did not wait for) goes
+    // with it.
+    sys::kill_group(root);
+    let (raw, lost_pages) = cap
+        .read()
+        .map_err(|e| Error::Fault(format!("record: reading the record: {e}")))?;
+    let first_comm = cmd
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+        .unwrap_or_default();
+    let (threads, life_raw) = threads_of(&raw, &cap, root, &first_comm);
+    let ours: BTreeMap<i32, (u32, String, i32)> = threads
+        .iter()
+        .map(|(id, t)| (t.tid, (id.0, t.name.clone(), t.tgid)))
+        .collect();
+    let rec = record::read(&raw, &cap.formats, &ours, t0, lost_pages);
+    let by_tid: BTreeMap<i32, TaskId> = threads.iter().map(|(id, t)| (t.tid, *id)).collect();
+    let life = Life {
+        forks: life_raw
+            .forks
+            .iter()
+            .filter_map(|&(at, p, c)| {
+                Some((at.saturating_sub(t0), *by_tid.get(&p)?, *by_tid.get(&c)?))
+            })
+            .collect(),
+        exits: life_raw
+            .exits
+            .iter()
+            .filter_map(|&(at, t)| Some((at.saturating_sub(t0), *by_tid.get(&t)?)))
+            .collect(),
+    };
+    let mut outside: BTreeMap<String, u64> = BTreeMap::new();
+    for t in rec.threads.values().filter(|t| !t.ours) {
+        *outside.entry(t.name.clone()).or_default() += 1;
+    }
+    Ok(Recording {
+        status,
+        wall_ns,
+        cut,
+        threads,
+        record: rec,
+        life,
+        outside,
+        raw_events: raw.len(),
+        lost_pages,
+    })
+}
+
+/// Waits for the command, or kills its group at the duration (or at
+/// Ctrl-C): its exit code, and whether it was cut short.
+fn wait(root: i32, duration_ns: Option<u64>, t0: u64) -> Result<(i32, bool), Error> {
+    let old = sys::catch_interrupts();
+    let out = loop {
+        match sys::try_wait(root) {
+            Ok(Some(code)) => break Ok((code, false)),
+            Ok(None) => {}
+            Err(e) => {
+                break Err(Error::Fault(format!(
+                    "record: waiting for the command: {e}"
+                )))
+            }
+        }
+        let late = duration_ns.is_some_and(|d| sys::now().saturating_sub(t0) >= d);
+        if late || sys::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            sys::kill_group(root);
+            let code = sys::wait(root).map_err(|e| Error::Fault(format!("record: {e}")))?;
+            break if late {
+                Ok((code, true))
+            } else {
+                Err(Error::Interrupted)
+            };
+        }
+        sys::sleep_ns(1_000_000);
+    };
+    sys::restore_interrupts(&old);
+    sys::INTERRUPTED.store(false, std::sync::atomic::Ordering::SeqCst);
+    out
+}
+
+/// Forks (raw times, parent tid, child tid) and exits (raw time, tid).
+#[derive(Default)]
+struct RawLife {
+    forks: Vec<(u64, i32, i32)>,
+    exits: Vec<(u64, i32)>,
+}
+
+/// The command's threads: `root` and every task one of them started, in
+/// the order they were started, with their processes and last names.
+fn threads_of(
+    raw: &[crate::tracefs::Raw],
+    cap: &Capture,
+    root: i32,
+    first_comm: &str,
+) -> (BTreeMap<TaskId, RecThread>, RawLife) {
+    let mut order: Vec<i32> = vec![root];
+    let mut tgid: BTreeMap<i32, i32> = [(root, root)].into();
+    let mut comm: BTreeMap<i32, String> = [(root, first_comm.to_string())].into();
+    let mut life = RawLife::default();
+    // Per CPU in order, so all of one CPU's before the next: sorted by
+    // time first (a child's first events may be on another CPU than its
+    // parent's clone).
+    let mut evs: Vec<&crate::tracefs::Raw> = raw.iter().collect();
+    evs.sort_by_key(|e| e.ts);
+    for e in evs {
+        let Some(f) = cap.formats.get(&e.id()) else {
+            continue;
+        };
+        match f.name.as_str() {
+            "task_newtask" => {
+                let parent = e.int(f, "common_pid") as i32;
+                let pid = e.int(f, "pid") as i32;
+                let Some(&ptg) = tgid.get(&parent) else {
+                    continue;
+                };
+                if tgid.contains_key(&pid) {
+                    continue;
+                }
+                let tg = if e.int(f, "clone_flags") & CLONE_THREAD != 0 {
+                    ptg
+                } else {
+                    pid
+                };
+                tgid.insert(pid, tg);
+                comm.insert(pid, e.str(f, "comm"));
+                order.push(pid);
+                life.forks.push((e.ts, parent, pid));
+            }
+            "sched_process_exit" => {
+                let pid = e.int(f, "pid") as i32;
+                if tgid.contains_key(&pid) {
+                    life.exits.push((e.ts, pid));
+                }
+            }
+            "sched_switch" => {
+                for (p, c) in [("prev_pid", "prev_comm"), ("next_pid", "next_comm")] {
+                    let pid = e.int(f, p) as i32;
+                    if tgid.contains_key(&pid) {
+                        comm.insert(pid, e.str(f, c));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let threads = order
+        .iter()
+        .enumerate()
+        .map(|(i, &tid)| {
+            let c = comm.get(&tid).cloned().unwrap_or_default();
+            (
+                TaskId(i as u32),
+                RecThread {
+                    tid,
+                    tgid: tgid[&tid],
+                    name: format!("{c}-{tid}"),
+                    comm: c,
+                },
+            )
+        })
+        .collect();
+    (threads, life)
+}
