@@ -1,4 +1,5 @@
-//! `schedlab record [--out DIR] [--duration S] [--buffer-kb KB] -- CMD ARGS...`:
+//! `schedlab record [--out DIR] [--duration S] [--buffer-kb KB] -- CMD ARGS...`
+//! (or `--pid PID --duration S`, a running process's threads):
 //! a program's real schedule, recorded by the kernel (root: tracefs) and
 //! written as three files in DIR:
 //!
@@ -69,9 +70,26 @@ pub struct RecordArgs {
     /// close it comes (the module doc's table and tolerances).
     #[arg(long)]
     check: bool,
+    /// Record this running process (every thread it has and every task
+    /// they start) for --duration, instead of a command; it goes on after.
+    #[arg(
+        long,
+        value_name = "PID",
+        requires = "duration",
+        conflicts_with = "cmd"
+    )]
+    pid: Option<i32>,
     /// The command and its arguments, after `--`.
-    #[arg(required = true, last = true, value_name = "CMD")]
+    #[arg(required_unless_present = "pid", last = true, value_name = "CMD")]
     cmd: Vec<String>,
+}
+
+/// What was recorded, in words: the command, or the process.
+fn what(a: &RecordArgs) -> String {
+    match a.pid {
+        Some(p) => format!("pid {p}"),
+        None => a.cmd.join(" "),
+    }
 }
 
 /// The makespan lap's metric (the first thread's program).
@@ -104,7 +122,11 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
         duration_ns: a.duration.map(|s| (s * 1e9) as u64),
         buffer_kb: a.buffer_kb,
     };
-    let rec = recording::record(&a.cmd, &opts).map_err(|e| match e {
+    let rec = match a.pid {
+        Some(pid) => recording::attach(pid, opts.duration_ns.unwrap_or(0), &opts),
+        None => recording::record(&a.cmd, &opts),
+    }
+    .map_err(|e| match e {
         schedlab_real::Error::Input(m) => Failure::Input(m),
         schedlab_real::Error::Fault(m) => Failure::Real(m),
         schedlab_real::Error::Interrupted => Failure::Interrupted,
@@ -129,7 +151,7 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
     let edges: u64 = conv.edges.values().sum();
     say!(
         "recorded `{}`: exit {}, {:.3} ms, {} threads in {} processes; {} events{}",
-        a.cmd.join(" "),
+        what(a),
         rec.status,
         rec.wall_ns as f64 / 1e6,
         rec.threads.len(),
@@ -366,7 +388,7 @@ fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<Stri
         "# schedlab record: `{}`, exit {}, {:.3} ms on this machine.\n\
          # {} threads in {} processes; {} other threads the record names are left out.\n\
          # No [topology]: schedlab run THIS --topology T --policy P.\n\n{body}",
-        a.cmd.join(" "),
+        what(a),
         rec.status,
         rec.wall_ns as f64 / 1e6,
         rec.threads.len(),

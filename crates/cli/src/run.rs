@@ -80,6 +80,53 @@ pub struct RunArgs {
     /// (`DIR/seed-N/` per run when there are several).
     #[arg(long, value_name = "DIR")]
     rtapp_log: Option<PathBuf>,
+    /// Run under each of these policies (comma-separated) and print their
+    /// figures side by side: one row per policy, medians over the seeds.
+    #[arg(long, value_name = "P,P,...", conflicts_with_all = ["policy", "real", "json"])]
+    policies: Option<String>,
+}
+
+/// `--policies`: one row per policy, each figure's median over the seeds.
+fn side_by_side(a: &RunArgs, list: &str, seeds: &[u64], reg: &Registry) -> Result<(), Failure> {
+    let mut rows = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut title = String::new();
+    for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let mut c = a.common.clone();
+        c.policy = Some(p.to_string());
+        let s = build(&c, &c.params, reg)?;
+        let outs = run_seeds(&s, seeds, jobs(&c));
+        names = s.figures.iter().map(|(n, _)| n.clone()).collect();
+        title = format!("{} on {}", s.name, s.spec.topology.name());
+        let med = |f: &dyn Fn(&Outcome) -> f64| {
+            schedlab_scenarios::suite::median(&outs.iter().map(f).collect::<Vec<_>>())
+        };
+        let mut row: Vec<f64> = names.iter().map(|n| med(&|o| figures(&s, o)[n])).collect();
+        row.push(med(&|o| o.counters["wakes.parked"] as f64));
+        row.push(med(&|o| o.end_ns as f64 / 1e6));
+        let stalled = outs.iter().filter(|o| o.stall.is_some()).count();
+        rows.push((p.to_string(), row, stalled));
+    }
+    say!("{title}: medians over {} seed(s)", seeds.len());
+    say_part!("{:>16}", "policy");
+    for n in names
+        .iter()
+        .chain(["wakes", "sim_ms"].map(String::from).iter())
+    {
+        say_part!(" {n:>18}");
+    }
+    say!("");
+    for (p, row, stalled) in &rows {
+        say_part!("{p:>16}");
+        for v in row {
+            say_part!(" {:>18}", fmt(*v));
+        }
+        if *stalled > 0 {
+            say_part!("  ({stalled} run(s) stalled)");
+        }
+        say!("");
+    }
+    Ok(())
 }
 
 /// Writes each run's rt-app log files under `dir` (`--rtapp-log`).
@@ -231,6 +278,14 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         }
         return Ok(());
     }
+    let seeds: Vec<u64> = match (a.seed, a.seeds) {
+        (Some(s), _) => vec![s],
+        (None, Some(n)) => (1..=n).collect(),
+        (None, None) => vec![1],
+    };
+    if let Some(list) = &a.policies {
+        return side_by_side(a, list, &seeds, reg);
+    }
     let s = build(&a.common, &a.common.params, reg)?;
     if a.common.real {
         let reps = a.reps.or(a.seeds).unwrap_or(1);
@@ -242,11 +297,6 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
             a.rtapp_log.as_deref(),
         );
     }
-    let seeds: Vec<u64> = match (a.seed, a.seeds) {
-        (Some(s), _) => vec![s],
-        (None, Some(n)) => (1..=n).collect(),
-        (None, None) => vec![1],
-    };
     if a.check_determinism {
         for &seed in &seeds {
             if let Some((i, x, y)) = first_divergence(&s.spec, seed) {

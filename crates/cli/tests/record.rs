@@ -124,3 +124,40 @@ fn a_failing_command_passes_its_exit_code_on_and_is_still_written() {
     assert_eq!(summary["stopped_at_duration"], true);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_running_process_is_recorded_for_its_duration_and_left_running() {
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "while :; do sleep 0.01; done"])
+        .spawn()
+        .expect("sh");
+    let pid = child.id().to_string();
+    let d = dir("pid");
+    let (code, out, err) = schedlab(&[
+        "record",
+        "--pid",
+        &pid,
+        "--duration",
+        "0.3",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let still = child.try_wait().expect("try_wait").is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("recorded `pid {pid}`")), "{out}");
+    assert!(still, "the process is not ours to stop");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    assert!(
+        summary["threads"]
+            .as_object()
+            .is_some_and(|t| t.values().any(|v| v["tid"].as_u64() == pid.parse().ok())),
+        "the process's own thread is recorded: {}",
+        summary["threads"]
+    );
+    let (code, _, err) = schedlab(&["record", "--pid", "999999999", "--duration", "0.1"]);
+    assert_eq!(code, 2, "no such process: {err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -346,3 +346,26 @@ fn a_scenario_file_without_a_topology_runs_on_the_one_given() {
     assert_eq!(v["topology"], "t14");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `--policies` runs the scenario under each policy and prints one row
+/// per policy, in the order given.
+#[test]
+fn policies_side_by_side() {
+    let (code, out, err) = schedlab(&[
+        "run",
+        "split_pair",
+        "--policies",
+        "home,linux,waker-streak",
+        "--seeds",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| ["home", "linux", "waker-streak"].contains(w))
+        .collect();
+    assert_eq!(rows, ["home", "linux", "waker-streak"], "{out}");
+    let (code, _, err) = schedlab(&["run", "split_pair", "--policies", "home,nope"]);
+    assert_eq!(code, 2, "an unknown policy is bad input: {err}");
+}

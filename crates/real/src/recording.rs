@@ -31,6 +31,63 @@ pub struct Options {
     pub buffer_kb: Option<u64>,
 }
 
+/// A running process's threads now: (tid, comm).
+fn threads_now(pid: i32) -> Vec<(i32, String)> {
+    let mut v: Vec<(i32, String)> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let tid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+            Some((tid, comm.trim().to_string()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Records the running process `pid` (every thread it has, and every task
+/// they start) for `duration_ns`, or until it exits. It is not ours to
+/// stop: it goes on after.
+pub fn attach(pid: i32, duration_ns: u64, o: &Options) -> Result<Recording, Error> {
+    if let Some(why) = Capture::unavailable() {
+        return Err(Error::Input(format!("record: {why}")));
+    }
+    let now = threads_now(pid);
+    if now.is_empty() {
+        return Err(Error::Input(format!("record --pid {pid}: no such process")));
+    }
+    let cap = Capture::new(ncpus()).map_err(|e| Error::Input(format!("record: tracefs: {e}")))?;
+    if let Some(kb) = o.buffer_kb {
+        cap.set_buffer_kb(kb)
+            .map_err(|e| Error::Input(format!("record: --buffer-kb {kb}: {e}")))?;
+    }
+    let tids: Vec<i32> = now.iter().map(|(t, _)| *t).collect();
+    cap.start(&tids)
+        .map_err(|e| Error::Fault(format!("record: tracefs: {e}")))?;
+    let t0 = sys::now();
+    let old = sys::catch_interrupts();
+    let mut interrupted = false;
+    while sys::now().saturating_sub(t0) < duration_ns
+        && std::path::Path::new(&format!("/proc/{pid}")).exists()
+    {
+        if sys::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        sys::sleep_ns(1_000_000);
+    }
+    sys::restore_interrupts(&old);
+    sys::INTERRUPTED.store(false, std::sync::atomic::Ordering::SeqCst);
+    let wall_ns = sys::now().saturating_sub(t0);
+    let _ = cap.stop();
+    if interrupted {
+        return Err(Error::Interrupted);
+    }
+    let initial: Vec<(i32, i32, String)> = now.into_iter().map(|(t, c)| (t, pid, c)).collect();
+    finish(&cap, &initial, t0, wall_ns, 0, wall_ns >= duration_ns)
+}
+
 /// One recorded thread.
 #[derive(Clone, Debug)]
 pub struct RecThread {
@@ -104,14 +161,27 @@ pub fn record(cmd: &[String], o: &Options) -> Result<Recording, Error> {
     // What the command left behind (children it did not wait for) goes
     // with it.
     sys::kill_group(root);
-    let (raw, lost_pages) = cap
-        .read()
-        .map_err(|e| Error::Fault(format!("record: reading the record: {e}")))?;
     let first_comm = cmd
         .first()
         .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
         .unwrap_or_default();
-    let (threads, life_raw) = threads_of(&raw, &cap, root, &first_comm);
+    finish(&cap, &[(root, root, first_comm)], t0, wall_ns, status, cut)
+}
+
+/// Reads the capture and makes the recording of `initial` threads (tid,
+/// tgid, comm) and every task they started.
+fn finish(
+    cap: &Capture,
+    initial: &[(i32, i32, String)],
+    t0: u64,
+    wall_ns: u64,
+    status: i32,
+    cut: bool,
+) -> Result<Recording, Error> {
+    let (raw, lost_pages) = cap
+        .read()
+        .map_err(|e| Error::Fault(format!("record: reading the record: {e}")))?;
+    let (threads, life_raw) = threads_of(&raw, cap, initial);
     let ours: BTreeMap<i32, (u32, String, i32)> = threads
         .iter()
         .map(|(id, t)| (t.tid, (id.0, t.name.clone(), t.tgid)))
@@ -187,17 +257,17 @@ struct RawLife {
     exits: Vec<(u64, i32)>,
 }
 
-/// The command's threads: `root` and every task one of them started, in
-/// the order they were started, with their processes and last names.
+/// The recorded threads: the `initial` ones (tid, tgid, comm) and every
+/// task one of them started, in the order they were started, with their
+/// processes and last names.
 fn threads_of(
     raw: &[crate::tracefs::Raw],
     cap: &Capture,
-    root: i32,
-    first_comm: &str,
+    initial: &[(i32, i32, String)],
 ) -> (BTreeMap<TaskId, RecThread>, RawLife) {
-    let mut order: Vec<i32> = vec![root];
-    let mut tgid: BTreeMap<i32, i32> = [(root, root)].into();
-    let mut comm: BTreeMap<i32, String> = [(root, first_comm.to_string())].into();
+    let mut order: Vec<i32> = initial.iter().map(|(t, _, _)| *t).collect();
+    let mut tgid: BTreeMap<i32, i32> = initial.iter().map(|(t, g, _)| (*t, *g)).collect();
+    let mut comm: BTreeMap<i32, String> = initial.iter().map(|(t, _, c)| (*t, c.clone())).collect();
     let mut life = RawLife::default();
     // Per CPU in order, so all of one CPU's before the next: sorted by
     // time first (a child's first events may be on another CPU than its
