@@ -95,12 +95,12 @@ fn what(a: &RecordArgs) -> String {
 /// The makespan lap's metric (the first thread's program).
 const MAKESPAN: &str = "makespan";
 
+/// The replay file's head (its tasks are written after, one op a line).
 #[derive(Serialize)]
 struct ReplayFile {
     name: String,
     run_ms: u64,
     process: Vec<ProcessEntry>,
-    task: Vec<TaskEntry>,
     figure: Vec<BTreeMap<String, serde_json::Value>>,
 }
 
@@ -109,12 +109,41 @@ struct ProcessEntry {
     name: String,
 }
 
-#[derive(Serialize)]
-struct TaskEntry {
-    name: String,
-    cpu: usize,
-    process: String,
-    program: Vec<Op>,
+/// `v` as one line of TOML (an inline table, array or value).
+fn inline(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Table(t) => {
+            let kv: Vec<String> = t
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", inline(v)))
+                .collect();
+            format!("{{ {} }}", kv.join(", "))
+        }
+        toml::Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(inline).collect();
+            format!("[{}]", items.join(", "))
+        }
+        v => v.to_string(),
+    }
+}
+
+/// A `[[task]]` with its program, one op a line.
+fn task_text(name: &str, cpu: usize, process: &str, program: &[Op]) -> Result<String, Failure> {
+    let q = |s: &str| toml::Value::String(s.to_string()).to_string();
+    let mut t = format!(
+        "\n[[task]]\nname = {}\ncpu = {cpu}\nprocess = {}\nprogram = [\n",
+        q(name),
+        q(process)
+    );
+    for op in program {
+        let v = toml::Value::try_from(op)
+            .map_err(|e| Failure::Real(format!("writing the replay file: {e}")))?;
+        t.push_str("  ");
+        t.push_str(&inline(&v));
+        t.push_str(",\n");
+    }
+    t.push_str("]\n");
+    Ok(t)
 }
 
 pub fn run(a: &RecordArgs) -> Result<(), Failure> {
@@ -325,7 +354,7 @@ fn processes(rec: &Recording) -> BTreeMap<i32, String> {
 
 fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<String, Failure> {
     let procs = processes(rec);
-    let mut tasks = Vec::new();
+    let mut tasks = String::new();
     for (id, t) in &rec.threads {
         let r = &conv.threads[id];
         let mut program = r.program.clone();
@@ -340,12 +369,12 @@ fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<Stri
                 metric: MAKESPAN.into(),
             });
         }
-        tasks.push(TaskEntry {
-            name: t.name.clone(),
-            cpu: r.start_cpu.unwrap_or(0),
-            process: procs[&t.tgid].clone(),
-            program,
-        });
+        tasks.push_str(&task_text(
+            &t.name,
+            r.start_cpu.unwrap_or(0),
+            &procs[&t.tgid],
+            &program,
+        )?);
     }
     let fig = |name: &str, v: serde_json::Value| -> BTreeMap<String, serde_json::Value> {
         let mut m: BTreeMap<String, serde_json::Value> =
@@ -364,7 +393,6 @@ fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<Stri
             .values()
             .map(|n| ProcessEntry { name: n.clone() })
             .collect(),
-        task: tasks,
         figure: vec![
             fig(
                 "makespan_ms",
@@ -387,7 +415,7 @@ fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<Stri
     Ok(format!(
         "# schedlab record: `{}`, exit {}, {:.3} ms on this machine.\n\
          # {} threads in {} processes; {} other threads the record names are left out.\n\
-         # No [topology]: schedlab run THIS --topology T --policy P.\n\n{body}",
+         # No [topology]: schedlab run THIS --topology T --policy P.\n\n{body}{tasks}",
         what(a),
         rec.status,
         rec.wall_ns as f64 / 1e6,
