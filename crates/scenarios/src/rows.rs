@@ -24,8 +24,10 @@
 //! * `pipe.throughput.N`: each of 7 rounds, the main thread (the reader)
 //!   spawns a fresh writer, which writes 1 MiB in N-byte writes and exits;
 //!   the reader reads it and joins the writer. GB/s over the whole run.
-//! * `pingpong.*.cross_core`: two threads pinned on cpu1 and cpu2 trade a
-//!   byte (pipes) or a futex, 2000 round trips.
+//! * `pingpong.*.cross_core`: two threads pinned on two cores of one LLC
+//!   (cpu1 and cpu2 where the machine has them so, as the seed's rows;
+//!   else the first two cores' first CPUs) trade a byte (pipes) or a
+//!   futex, 2000 round trips.
 //! * `wake.storm.call.wN`: the main thread calls N server threads it spawned,
 //!   round robin, 512 calls in all; µs per call.
 //! * `wake.storm.drain.wN`: the main thread wakes N waiting threads at once
@@ -219,19 +221,48 @@ fn split_pair(
 
 /// Two threads pinned on cpu1 and cpu2 trading turns: `ping` runs its two
 /// ops per round trip (timed), `pong` its two.
+/// Two CPUs on different cores of one LLC: cpu1 and cpu2 where the
+/// machine has them so (the seed's pair), else the first CPUs of the first
+/// two cores of the first LLC that has two (cpu0 and cpu1 on a 2-CPU
+/// machine); cpu1 and cpu2 regardless when no LLC has two cores.
+fn cross_core_pair(t: &schedlab_topology::Topology) -> (usize, usize) {
+    use schedlab_topology::{CpuId, Level};
+    let fits = |a: usize, b: usize| {
+        a.max(b) < t.num_cpus() && t.level_between(CpuId::new(a), CpuId::new(b)) == Level::Llc
+    };
+    if fits(1, 2) {
+        return (1, 2);
+    }
+    for core in t.cores() {
+        let Some(a) = core.iter().next() else {
+            continue;
+        };
+        let other = t
+            .cores()
+            .iter()
+            .filter_map(|c| c.iter().next())
+            .find(|&b| b > a && fits(a.index(), b.index()));
+        if let Some(b) = other {
+            return (a.index(), b.index());
+        }
+    }
+    (1, 2)
+}
+
 fn pingpong(b: &mut Builder, rounds: u64, ping: [Op; 2], pong: [Op; 2]) {
     let [p1, p2] = ping;
+    let (c1, c2) = cross_core_pair(b.topology());
     b.task(
         "ping",
-        1,
-        one(1),
+        c1,
+        one(c1),
         TaskSpec::fair(0),
         vec![repeat(rounds, vec![lap_start("rtt"), p1, p2, lap("rtt")])],
     );
     b.task(
         "pong",
-        2,
-        one(2),
+        c2,
+        one(c2),
         TaskSpec::fair(0),
         vec![repeat(rounds, pong.to_vec())],
     );
