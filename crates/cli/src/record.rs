@@ -16,7 +16,9 @@
 //!   --policy P` replays it on any machine under any policy. Its figures:
 //!   the makespan (the first thread's program, from its start to its end:
 //!   the command's own wall time when it waits for what it starts), the
-//!   wake-to-run latency's p50 and p99, and migrations.
+//!   wake-to-run latency's p50 and p99, migrations, and for the (at most
+//!   four) processes with most threads, `end_llcs.PROCESS`: how many LLCs
+//!   its threads end in.
 //!
 //! The command's exit code is passed on (after the files are written);
 //! `--duration` stops it (its process group killed) and says so.
@@ -407,7 +409,14 @@ fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<Stri
                 json!({"kind": "lap_p99_us", "metric": WAKE_TO_RUN}),
             ),
             fig("migrations", json!({"kind": "migrations", "tasks": []})),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            end_llcs_figures(rec, &procs)
+                .into_iter()
+                .map(|(n, v)| fig(&n, v)),
+        )
+        .collect(),
     };
     let body = toml::to_string(&file)
         .map_err(|e| Failure::Real(format!("writing the replay file: {e}")))?;
@@ -424,6 +433,34 @@ fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<Stri
         outside
     ))
 }
+
+/// The processes with most threads (two or more; at most
+/// [`END_LLC_PROCESSES`]): how many LLCs each one's threads end in, the
+/// figure cache-aware scheduling's aggregation moves.
+fn end_llcs_figures(
+    rec: &Recording,
+    procs: &BTreeMap<i32, String>,
+) -> Vec<(String, serde_json::Value)> {
+    let mut members: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for t in rec.threads.values() {
+        members.entry(t.tgid).or_default().push(t.name.clone());
+    }
+    let mut big: Vec<(i32, Vec<String>)> =
+        members.into_iter().filter(|(_, m)| m.len() >= 2).collect();
+    big.sort_by_key(|(p, m)| (std::cmp::Reverse(m.len()), *p));
+    big.into_iter()
+        .take(END_LLC_PROCESSES)
+        .map(|(p, m)| {
+            (
+                format!("end_llcs.{}", procs[&p]),
+                json!({"kind": "end_llcs_of", "tasks": m}),
+            )
+        })
+        .collect()
+}
+
+/// At most this many processes get an `end_llcs` figure.
+const END_LLC_PROCESSES: usize = 4;
 
 fn summary(a: &RecordArgs, rec: &Recording, conv: &Converted) -> String {
     let k = &rec.record;
@@ -475,4 +512,51 @@ fn trace(rec: &Recording) -> Vec<u8> {
     };
     let events: Vec<&schedlab_sim::Event> = k.events.iter().collect();
     crate::trace::perfetto_of(&who, &o, &events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedlab_real::recording::RecThread;
+
+    fn thread(tid: i32, tgid: i32) -> RecThread {
+        RecThread {
+            tid,
+            tgid,
+            comm: "t".into(),
+            name: format!("t-{tid}"),
+        }
+    }
+
+    /// Only processes of two threads or more get an `end_llcs` figure,
+    /// naming every thread of theirs; the biggest first.
+    #[test]
+    fn end_llcs_figures_name_each_multithreaded_process_s_threads() {
+        let threads: BTreeMap<TaskId, RecThread> =
+            [(10, 10), (11, 10), (12, 10), (20, 20), (30, 30), (31, 30)]
+                .iter()
+                .enumerate()
+                .map(|(i, &(t, g))| (TaskId(i as u32), thread(t, g)))
+                .collect();
+        let rec = Recording {
+            status: 0,
+            wall_ns: 1,
+            cut: false,
+            threads,
+            record: Default::default(),
+            life: Default::default(),
+            outside: Default::default(),
+            raw_events: 0,
+            lost_pages: 0,
+        };
+        let f = end_llcs_figures(&rec, &processes(&rec));
+        let names: Vec<&str> = f.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["end_llcs.t-10", "end_llcs.t-30"],
+            "process 20 has one thread"
+        );
+        assert_eq!(f[0].1["tasks"], json!(["t-10", "t-11", "t-12"]));
+        assert_eq!(f[0].1["kind"], "end_llcs_of");
+    }
 }

@@ -156,6 +156,11 @@ pub enum Figure {
     EndLlcs {
         prefix: String,
     },
+    /// How many LLCs the named tasks end in (an exited task: where it
+    /// last ran): one process's threads, named one by one.
+    EndLlcsOf {
+        tasks: Vec<String>,
+    },
     /// The most of the tasks whose names start with `prefix` that end in
     /// one LLC.
     EndLlcMost {
@@ -232,10 +237,18 @@ fn final_level(o: &Outcome, a: &str, b: &str) -> Option<Level> {
 
 /// Per LLC (ordinal), how many of the tasks named `prefix*` end there.
 fn end_llcs(o: &Outcome, prefix: &str) -> std::collections::BTreeMap<usize, u32> {
+    end_llcs_where(o, |name| name.starts_with(prefix))
+}
+
+/// Per LLC (by ordinal), how many of the tasks `pick` names end there.
+fn end_llcs_where(
+    o: &Outcome,
+    pick: impl Fn(&str) -> bool,
+) -> std::collections::BTreeMap<usize, u32> {
     let topo = o.topology.as_ref().expect("an outcome keeps its topology");
     let mut per = std::collections::BTreeMap::new();
     for (name, t) in &o.tasks {
-        if let (true, Some(c)) = (name.starts_with(prefix), t.final_cpu) {
+        if let (true, Some(c)) = (pick(name), t.final_cpu) {
             *per.entry(topo.llc_ordinal(c)).or_insert(0) += 1;
         }
     }
@@ -290,6 +303,9 @@ impl Figure {
                 o.tasks.get(task).map_or(0.0, |t| t.cpu_ns as f64) / o.end_ns.max(1) as f64
             }
             Figure::EndLlcs { prefix } => end_llcs(o, prefix).len() as f64,
+            Figure::EndLlcsOf { tasks } => {
+                end_llcs_where(o, |n| tasks.iter().any(|t| t == n)).len() as f64
+            }
             Figure::EndLlcMost { prefix } => {
                 end_llcs(o, prefix).values().copied().max().unwrap_or(0) as f64
             }
@@ -321,8 +337,39 @@ impl Figure {
 
 #[cfg(test)]
 mod tests {
-    use super::percentile;
+    use super::{percentile, Figure};
+    use crate::{Outcome, TaskOutcome};
     use rand::{RngCore, SeedableRng};
+    use schedlab_topology::CpuId;
+
+    /// amd-2x8: cpus 0-7 share one LLC, 8-15 the other. Three named tasks
+    /// end on cpu1, cpu9 and cpu3 (two LLCs); a fourth, unnamed, on cpu12
+    /// is not counted.
+    #[test]
+    fn end_llcs_of_counts_the_llcs_its_named_tasks_end_in() {
+        let mut o = Outcome {
+            topology: schedlab_topology::preset("amd-2x8"),
+            ..Outcome::default()
+        };
+        for (n, c) in [("a", 1), ("b", 9), ("c", 3), ("d", 12)] {
+            o.tasks.insert(
+                n.into(),
+                TaskOutcome {
+                    final_cpu: Some(CpuId::new(c)),
+                    ..TaskOutcome::default()
+                },
+            );
+        }
+        let f = |t: &[&str]| {
+            Figure::EndLlcsOf {
+                tasks: t.iter().map(|s| s.to_string()).collect(),
+            }
+            .compute(&o)
+        };
+        assert_eq!(f(&["a", "b", "c"]), 2.0);
+        assert_eq!(f(&["a", "c"]), 1.0);
+        assert_eq!(f(&[]), 0.0, "no task: no LLC");
+    }
 
     #[test]
     fn percentile_by_selection_is_the_sorted_nearest_rank() {
