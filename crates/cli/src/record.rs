@@ -21,7 +21,9 @@
 //!   its threads end in.
 //!
 //! The command's exit code is passed on (after the files are written);
-//! `--duration` stops it (its process group killed) and says so.
+//! `--duration` or `--max-events` (the kernel's buffers holding that many
+//! events, read every 10 ms) stops it (its process group killed) and says
+//! so.
 //!
 //! ## `--check`: the replay held to its recording
 //!
@@ -68,6 +70,10 @@ pub struct RecordArgs {
     /// Each CPU's trace buffer, KiB (raise it when events are lost).
     #[arg(long, value_name = "KB")]
     buffer_kb: Option<u64>,
+    /// Stop (the command's process group killed) once this many events
+    /// are recorded: a recording too large to keep or convert.
+    #[arg(long, value_name = "N", conflicts_with = "pid")]
+    max_events: Option<u64>,
     /// Replay the recording on this machine under `linux` and print how
     /// close it comes (the module doc's table and tolerances).
     #[arg(long)]
@@ -152,6 +158,7 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
     let opts = recording::Options {
         duration_ns: a.duration.map(|s| (s * 1e9) as u64),
         buffer_kb: a.buffer_kb,
+        max_events: a.max_events,
     };
     let rec = match a.pid {
         Some(pid) => recording::attach(pid, opts.duration_ns.unwrap_or(0), &opts),
@@ -189,7 +196,7 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
         processes(&rec).len(),
         rec.raw_events,
         if rec.cut {
-            "; stopped at --duration"
+            "; stopped at --duration or --max-events, the command killed"
         } else {
             ""
         }
@@ -486,7 +493,7 @@ fn summary(a: &RecordArgs, rec: &Recording, conv: &Converted) -> String {
         .collect();
     let v = json!({
         "command": a.cmd, "exit_code": rec.status, "wall_ns": rec.wall_ns,
-        "stopped_at_duration": rec.cut,
+        "cut_short": rec.cut,
         "counters": k.counters,
         "wake_to_run_us": {"n": k.wake_to_run.len(), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99)},
         "threads": threads,

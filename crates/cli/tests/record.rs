@@ -121,7 +121,24 @@ fn a_failing_command_passes_its_exit_code_on_and_is_still_written() {
     assert_eq!(code, 137, "killed at --duration (SIGKILL: 128 + 9): {err}");
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["stopped_at_duration"], true);
+    assert_eq!(summary["cut_short"], true);
+    // A recording that would grow too large stops at --max-events.
+    let (code, out, err) = schedlab(&[
+        "record",
+        "--out",
+        d.to_str().unwrap(),
+        "--max-events",
+        "200",
+        "--",
+        "sh",
+        "-c",
+        "while :; do sleep 0.001; done",
+    ]);
+    assert_eq!(code, 137, "killed at --max-events: {err}");
+    assert!(
+        out.contains("stopped at --duration or --max-events"),
+        "{out}"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 

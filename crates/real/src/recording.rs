@@ -29,6 +29,8 @@ pub struct Options {
     pub duration_ns: Option<u64>,
     /// Each CPU's buffer, KiB (default [`crate::tracefs::BUFFER_KB`]).
     pub buffer_kb: Option<u64>,
+    /// Stop (as at the duration) once the buffers hold this many events.
+    pub max_events: Option<u64>,
 }
 
 /// A running process's threads now: (tid, comm).
@@ -105,7 +107,8 @@ pub struct Recording {
     pub status: i32,
     /// From the command's start to its end (or the duration's), ns.
     pub wall_ns: u64,
-    /// The recording was stopped at the duration, the command killed.
+    /// The recording was stopped at the duration or at `max_events`, the
+    /// command killed.
     pub cut: bool,
     pub threads: BTreeMap<TaskId, RecThread>,
     pub record: KernelRecord,
@@ -155,7 +158,7 @@ pub fn record(cmd: &[String], o: &Options) -> Result<Recording, Error> {
         let _ = sys::wait(root);
         return Err(Error::Fault(format!("record: starting the command: {e}")));
     }
-    let (status, cut) = wait(root, o.duration_ns, t0)?;
+    let (status, cut) = wait(root, o, t0, &cap)?;
     let wall_ns = sys::now().saturating_sub(t0);
     let _ = cap.stop();
     // What the command left behind (children it did not wait for) goes
@@ -219,10 +222,12 @@ fn finish(
     })
 }
 
-/// Waits for the command, or kills its group at the duration (or at
-/// Ctrl-C): its exit code, and whether it was cut short.
-fn wait(root: i32, duration_ns: Option<u64>, t0: u64) -> Result<(i32, bool), Error> {
+/// Waits for the command, or kills its group at the duration, at
+/// `max_events` held (both: cut short) or at Ctrl-C: its exit code, and
+/// whether it was cut short.
+fn wait(root: i32, o: &Options, t0: u64, cap: &Capture) -> Result<(i32, bool), Error> {
     let old = sys::catch_interrupts();
+    let mut polls = 0u64;
     let out = loop {
         match sys::try_wait(root) {
             Ok(Some(code)) => break Ok((code, false)),
@@ -233,11 +238,18 @@ fn wait(root: i32, duration_ns: Option<u64>, t0: u64) -> Result<(i32, bool), Err
                 )))
             }
         }
-        let late = duration_ns.is_some_and(|d| sys::now().saturating_sub(t0) >= d);
-        if late || sys::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        polls += 1;
+        let late = o
+            .duration_ns
+            .is_some_and(|d| sys::now().saturating_sub(t0) >= d);
+        // The buffers' stats every 10 ms: a read of each CPU's file.
+        let full = o
+            .max_events
+            .is_some_and(|m| polls % 10 == 0 && cap.entries().is_ok_and(|(held, _)| held >= m));
+        if late || full || sys::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
             sys::kill_group(root);
             let code = sys::wait(root).map_err(|e| Error::Fault(format!("record: {e}")))?;
-            break if late {
+            break if late || full {
                 Ok((code, true))
             } else {
                 Err(Error::Interrupted)

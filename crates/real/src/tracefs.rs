@@ -447,6 +447,26 @@ impl Capture {
         write(&self.instance.join("buffer_size_kb"), &kb.to_string())
     }
 
+    /// Events the instance's buffers hold now, summed over its CPUs
+    /// (`per_cpu/cpuN/stats`: `entries`), and those the kernel overwrote
+    /// or dropped (`overrun`, `dropped events`).
+    pub fn entries(&self) -> io::Result<(u64, u64)> {
+        let (mut held, mut lost) = (0, 0);
+        for cpu in 0..self.ncpus {
+            let p = self.instance.join(format!("per_cpu/cpu{cpu}/stats"));
+            for line in read(&p)?.lines() {
+                let (k, v) = line.split_once(':').unwrap_or((line, ""));
+                let n: u64 = v.trim().parse().unwrap_or(0);
+                match k.trim() {
+                    "entries" => held += n,
+                    "overrun" | "dropped events" => lost += n,
+                    _ => {}
+                }
+            }
+        }
+        Ok((held, lost))
+    }
+
     /// Records the events of `pids` (and the threads they start) from now.
     pub fn start(&self, pids: &[i32]) -> io::Result<()> {
         let list: Vec<String> = pids.iter().map(i32::to_string).collect();
