@@ -104,8 +104,9 @@ fn a_real_trace_decodes_with_the_kernels_thread_ids() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("ui.perfetto.dev"), "{out}");
-    let t = Trace::decode(std::fs::read(&path).unwrap().as_slice())
-        .expect("a Perfetto trace that decodes");
+    let bytes = std::fs::read(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let t = Trace::decode(bytes.as_slice()).expect("a Perfetto trace that decodes");
     let mut threads = std::collections::BTreeMap::new();
     let (mut switches, mut wakings, mut flows) = (0, 0, 0);
     for p in &t.packet {

@@ -27,7 +27,12 @@ fn scenario(name: &str, top: &str, text: &str) -> Scenario {
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let p: PathBuf = dir.join(format!("{name}.toml"));
     std::fs::write(&p, format!("{top}[topology]\npreset = \"amd-2x8\"\n{text}")).expect("write");
-    file::load_on(&p, Params::new([]), machine()).unwrap_or_else(|e| panic!("{name}: {e}"))
+    let s = file::load_on(&p, Params::new([]), machine()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    // Loaded: nothing of it stays behind (the directory goes with its
+    // last file; another test may still be writing one).
+    let _ = std::fs::remove_file(&p);
+    let _ = std::fs::remove_dir(&dir);
+    s
 }
 
 fn real(s: &Scenario, capture: bool) -> RealOutcome {
@@ -228,6 +233,7 @@ fn a_cpu_this_machine_lacks_is_refused_at_its_place() {
         panic!("cpu900 is refused on a machine without it");
     };
     let text = e.to_string();
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         text.contains("far.toml:5:7") && text.contains("this machine"),
         "the place and why: {text}"
