@@ -190,11 +190,7 @@ pub fn run(
         machine.llcs,
         machine.model,
         machine.kernel,
-        s.params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        crate::run::params_text(s)
     );
     let names: Vec<&String> = s.figures.iter().map(|(n, _)| n).collect();
     say_part!("{:>4} {:>10}", "rep", "wall_ms");

@@ -294,32 +294,23 @@ fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failur
             .map_or(0.0, |(_, f)| f.compute(o))
     });
     let rec_ms = rec.wall_ns as f64 / 1e6;
+    let (wakes, pairs, cpu) = (med(&sim_wakes), med(&kept), med(&cpu_ok));
+    let ratio_in = |r: f64, k: f64| (1.0 / k..=k).contains(&r);
     let rows = [
-        ("makespan_ms", rec_ms, makespan, {
-            let r = makespan / rec_ms;
-            (1.0 / 1.5..=1.5).contains(&r)
-        }),
+        (
+            "makespan_ms",
+            rec_ms,
+            makespan,
+            ratio_in(makespan / rec_ms, 1.5),
+        ),
         (
             "wakes between threads",
             rec_wakes as f64,
-            med(&sim_wakes),
-            {
-                let r = med(&sim_wakes) / rec_wakes.max(1) as f64;
-                (0.5..=2.0).contains(&r)
-            },
+            wakes,
+            ratio_in(wakes / rec_wakes.max(1) as f64, 2.0),
         ),
-        (
-            "wake edges (pairs) kept",
-            1.0,
-            med(&kept),
-            med(&kept) >= 0.75,
-        ),
-        (
-            "threads with CPU time within 1.25x",
-            1.0,
-            med(&cpu_ok),
-            med(&cpu_ok) >= 0.75,
-        ),
+        ("wake edges (pairs) kept", 1.0, pairs, pairs >= 0.75),
+        ("threads with CPU time within 1.25x", 1.0, cpu, cpu >= 0.75),
     ];
     say!(
         "replayed on this machine under linux, 5 seeds (medians): {} recorded pairs with a wake, {} threads",
@@ -349,16 +340,20 @@ fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failur
 /// Each recorded process: its id and name (`comm-tgid`, the comm of the
 /// thread whose tid is the process's).
 fn processes(rec: &Recording) -> BTreeMap<i32, String> {
-    let mut p = BTreeMap::new();
-    for t in rec.threads.values() {
-        let name = rec
-            .threads
-            .values()
-            .find(|x| x.tid == t.tgid)
-            .map_or_else(|| format!("process-{}", t.tgid), |x| x.name.clone());
-        p.entry(t.tgid).or_insert(name);
-    }
-    p
+    let by_tid: BTreeMap<i32, &str> = rec
+        .threads
+        .values()
+        .map(|t| (t.tid, t.name.as_str()))
+        .collect();
+    rec.threads
+        .values()
+        .map(|t| {
+            let name = by_tid
+                .get(&t.tgid)
+                .map_or_else(|| format!("process-{}", t.tgid), |n| n.to_string());
+            (t.tgid, name)
+        })
+        .collect()
 }
 
 fn replay_file(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<String, Failure> {

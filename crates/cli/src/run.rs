@@ -98,12 +98,21 @@ fn side_by_side(a: &RunArgs, list: &str, seeds: &[u64], reg: &Registry) -> Resul
         let outs = run_seeds(&s, seeds, jobs(&c));
         names = s.figures.iter().map(|(n, _)| n.clone()).collect();
         title = format!("{} on {}", s.name, s.spec.topology.name());
-        let med = |f: &dyn Fn(&Outcome) -> f64| {
-            schedlab_scenarios::suite::median(&outs.iter().map(f).collect::<Vec<_>>())
-        };
-        let mut row: Vec<f64> = names.iter().map(|n| med(&|o| figures(&s, o)[n])).collect();
-        row.push(med(&|o| o.counters["wakes.parked"] as f64));
-        row.push(med(&|o| o.end_ns as f64 / 1e6));
+        // Each run's figures once, then each column's median.
+        let per_run: Vec<Vec<f64>> = outs
+            .iter()
+            .map(|o| {
+                let mut v: Vec<f64> = s.figures.iter().map(|(_, f)| f.compute(o)).collect();
+                v.push(o.counters["wakes.parked"] as f64);
+                v.push(o.end_ns as f64 / 1e6);
+                v
+            })
+            .collect();
+        let row: Vec<f64> = (0..names.len() + 2)
+            .map(|i| {
+                schedlab_scenarios::suite::median(&per_run.iter().map(|v| v[i]).collect::<Vec<_>>())
+            })
+            .collect();
         let stalled = outs.iter().filter(|o| o.stall.is_some()).count();
         rows.push((p.to_string(), row, stalled));
     }
@@ -351,11 +360,7 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         "{} on {} ({policy}), params: {}",
         s.name,
         s.spec.topology.name(),
-        s.params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        params_text(&s)
     );
     let names: Vec<&String> = s.figures.iter().map(|(n, _)| n).collect();
     say_part!("{:>6} {:>16}", "seed", "trace_hash");
@@ -382,6 +387,15 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         write_rtapp_logs(d, &s, &all)?;
     }
     stalled(&outs, "seed", a.allow_stall)
+}
+
+/// A scenario's parameters as `k=v k=v`, for a run's header line.
+pub(crate) fn params_text(s: &Scenario) -> String {
+    s.params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Each stalled run's report, with its seed (or rep: `what`), for JSON.

@@ -125,13 +125,9 @@ pub struct Recording {
 fn ncpus() -> usize {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|s| {
-            s.trim()
-                .split(',')
-                .filter_map(|r| r.rsplit('-').next()?.parse::<usize>().ok())
-                .max()
-        })
-        .map_or(1, |m| m + 1)
+        .and_then(|s| schedlab_topology::parse_cpulist(&s).ok())
+        .and_then(|set| set.last())
+        .map_or(1, |c| c.index() + 1)
 }
 
 /// Records `cmd` (program and arguments) until it exits, or until

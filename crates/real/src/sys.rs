@@ -293,24 +293,31 @@ pub fn write_all(fd: i32, mut buf: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// One `read(2)` into `buf`, retried when a signal interrupts it: the
+/// bytes read (0 at end of file).
+fn read_some(fd: i32, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid for writes of its length.
+        let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// Reads exactly `buf.len()` bytes from `fd` (a pipe read of N bytes
 /// waits for all N, as the simulator's does). `Ok(false)` at end of file.
 pub fn read_exact(fd: i32, buf: &mut [u8]) -> io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
-        // SAFETY: the rest of `buf` is valid for writes of its length.
-        let r = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
+        match read_some(fd, &mut buf[got..])? {
+            0 => return Ok(false),
+            n => got += n,
         }
-        if r == 0 {
-            return Ok(false);
-        }
-        got += r as usize;
     }
     Ok(true)
 }
@@ -320,19 +327,10 @@ pub fn read_to_end(fd: i32) -> io::Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = [0u8; 65536];
     loop {
-        // SAFETY: `buf` is valid for writes of its length.
-        let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
+        match read_some(fd, &mut buf)? {
+            0 => return Ok(out),
+            n => out.extend_from_slice(&buf[..n]),
         }
-        if r == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(&buf[..r as usize]);
     }
 }
 

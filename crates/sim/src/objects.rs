@@ -199,10 +199,13 @@ impl Lock {
 }
 
 /// A condition variable: its waiters in order of arrival. A signal picks
-/// the first; nothing remembers a signal nobody waited for.
+/// the first; a signal nobody waited for is lost, and only the last such
+/// is remembered (for a stall report).
 #[derive(Debug, Default)]
 pub struct Cond {
     waiters: VecDeque<TaskId>,
+    /// The last signal or broadcast that found nobody: when, by whom.
+    lost: Option<(u64, TaskId)>,
 }
 
 impl Cond {
@@ -226,6 +229,16 @@ impl Cond {
     /// `pthread_cond_broadcast`: every waiter, first come first.
     pub fn broadcast(&mut self) -> Vec<TaskId> {
         self.waiters.drain(..).collect()
+    }
+
+    /// A signal or broadcast by `by` at `at` found nobody waiting.
+    pub fn lose(&mut self, at: u64, by: TaskId) {
+        self.lost = Some((at, by));
+    }
+
+    /// The last signal that found nobody waiting: when, by whom.
+    pub fn lost(&self) -> Option<(u64, TaskId)> {
+        self.lost
     }
 }
 

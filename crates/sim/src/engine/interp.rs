@@ -587,7 +587,7 @@ impl<P: Policy> Engine<P> {
             cond.signal().into_iter().collect()
         };
         if woken.is_empty() {
-            self.lost.insert(c.index() as u32, (self.now, task));
+            cond.lose(self.now, task);
         }
         for w in woken {
             self.wake(cpu, w);

@@ -196,9 +196,6 @@ pub struct Engine<P: Policy> {
     /// Laps and counts by metric id (`None`: none recorded).
     laps: Vec<Option<LapLog>>,
     counts: Vec<Option<u64>>,
-    /// Each condition's last signal that found nobody waiting: when, and
-    /// by whom (the stall report names it).
-    lost: BTreeMap<u32, (u64, TaskId)>,
     /// Stamps by task id, in program order ([`crate::Op::Stamp`]).
     stamps: BTreeMap<u32, Vec<(MetricId, u64)>>,
     /// Pending events, earliest first.
@@ -258,7 +255,6 @@ impl<P: Policy> Engine<P> {
             laps: Vec::new(),
             counts: Vec::new(),
             stamps: BTreeMap::new(),
-            lost: BTreeMap::new(),
             queue: Queue::new((!spec.fixed_order).then(|| ChaCha8Rng::seed_from_u64(seed))),
             prog_rng: stream(seed, 1),
             hw_rng: stream(seed, 2),

@@ -21,13 +21,14 @@ impl<P: Policy> Engine<P> {
             let (on, on_tasks) = self.waits_on(id);
             let name = |i: &TaskId| self.name(*i).to_string();
             let lost = match t.code.get(t.pc) {
-                Some(Instr::CondWait { cond, .. }) if on.starts_with("a signal") => self
-                    .lost
-                    .get(&(cond.index() as u32))
-                    .map(|&(at_ns, by)| LostWake {
-                        by: name(&by),
-                        at_ns,
-                    }),
+                Some(Instr::CondWait { cond, .. }) if on.starts_with("a signal") => {
+                    self.objects.conds[cond.index()]
+                        .lost()
+                        .map(|(at_ns, by)| LostWake {
+                            by: name(&by),
+                            at_ns,
+                        })
+                }
                 _ => None,
             };
             waits.push(Wait {
