@@ -53,6 +53,11 @@ pub struct Run {
     pub seed: u64,
     /// Slots: the initial tasks' and room for `max_tasks` spawned ones.
     pub slots: usize,
+    /// The scenario's processes; processes forked by `fork` ops take the
+    /// indices after them.
+    pub procs: usize,
+    /// The scenario's processes' names, by index.
+    pub proc_names: Vec<String>,
 }
 
 /// What one task measured, as its process reports it.
@@ -61,6 +66,10 @@ pub struct Record {
     pub slot: usize,
     pub name: String,
     pub tid: i32,
+    /// Its process's pid (its thread group).
+    pub pid: i32,
+    /// Its process's name: the scenario's, or a forked child's own.
+    pub process: String,
     /// Laps by metric id, ns.
     pub laps: BTreeMap<u32, Vec<u64>>,
     pub counts: BTreeMap<u32, u64>,
@@ -78,19 +87,66 @@ pub struct Record {
 /// threads are live, and the spawned names it has given.
 pub struct Proc {
     pub index: usize,
+    pub name: String,
     pub records: Mutex<Vec<Arc<Mutex<Record>>>>,
     pub live: AtomicUsize,
     names: Mutex<BTreeMap<String, u32>>,
+    /// Where it reports its records: the write end of a pipe its parent
+    /// reads.
+    pub report: i32,
+    /// The processes its tasks forked and nobody has joined: (pid, the
+    /// read end of its report). Held across a fork, so two tasks of one
+    /// process never fork at once (each child must know every descriptor
+    /// it inherited that is not its own).
+    forked: Mutex<Vec<(i32, i32)>>,
+    /// The records its forked processes reported, reported with its own.
+    pub adopted: Mutex<Vec<Record>>,
 }
 
 impl Proc {
-    pub fn new(index: usize) -> Proc {
+    pub fn new(index: usize, name: String, report: i32) -> Proc {
         Proc {
             index,
+            name,
             records: Mutex::new(Vec::new()),
             live: AtomicUsize::new(0),
             names: Mutex::new(BTreeMap::new()),
+            report,
+            forked: Mutex::new(Vec::new()),
+            adopted: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Reads forked process `pid`'s report to its end (it writes it as it
+    /// exits), keeps its records, and reaps it.
+    fn reap(&self, pid: i32, report: i32) -> Result<(), String> {
+        let bytes = sys::read_to_end(report);
+        sys::close(report);
+        let status = sys::wait(pid).map_err(|e| format!("waitpid({pid}): {e}"))?;
+        let bytes = bytes.map_err(|e| format!("process {pid}'s report: {e}"))?;
+        let recs: Vec<Record> = serde_json::from_slice(&bytes).map_err(|e| {
+            format!("process {pid} sent no report ({e}; it ended with status {status})")
+        })?;
+        self.adopted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(recs);
+        Ok(())
+    }
+
+    /// Reaps every forked process nobody joined (a process waits for its
+    /// children's reports before it writes its own).
+    pub fn reap_all(&self) -> Result<(), String> {
+        let left = std::mem::take(&mut *self.forked.lock().unwrap_or_else(|e| e.into_inner()));
+        left.into_iter()
+            .try_for_each(|(pid, fd)| self.reap(pid, fd))
+    }
+
+    /// Takes forked process `pid` off the list, to reap it.
+    fn unlist(&self, pid: i32) -> Option<i32> {
+        let mut f = self.forked.lock().unwrap_or_else(|e| e.into_inner());
+        let i = f.iter().position(|&(p, _)| p == pid)?;
+        Some(f.remove(i).1)
     }
 
     /// A spawned task's name: `parent.program`, numbered apart (`#k`)
@@ -137,8 +193,72 @@ struct Task<'a> {
     lap_at: Vec<(u32, u64)>,
     /// The client whose request it serves.
     serving: Option<usize>,
-    children: std::collections::VecDeque<(usize, std::thread::JoinHandle<()>)>,
+    /// Its children not yet joined, by slot.
+    children: std::collections::VecDeque<(usize, Child)>,
     buf: Vec<u8>,
+}
+
+/// A process's main thread, once its tasks are started: waits until they
+/// have all ended or the run stops, reaps the processes they forked and
+/// nobody joined, writes every record (its forked processes' included) to
+/// its report and exits, every thread of the process with it. A process a
+/// task forked (`parent`: its parent's pid) also ends when its parent is
+/// gone, looking every 100 ms: it has no `PR_SET_PDEATHSIG`.
+pub fn manage(run: &Run, proc: &Proc, parent: Option<i32>) -> ! {
+    let shm = &run.shm;
+    let m = shm.manager(proc.index);
+    loop {
+        let seen = m.load(Acquire);
+        if proc.live.load(SeqCst) == 0 || shm.ctl(ctl::STOP).load(Acquire) != 0 {
+            break;
+        }
+        if parent.is_some_and(|p| sys::parent_pid() != p) {
+            sys::exit_now(1);
+        }
+        sys::futex_wait(m, seen, parent.map(|_| 100_000_000));
+    }
+    shm.ctl(ctl::PROCS_DONE).fetch_add(1, SeqCst);
+    if let Err(e) = proc.reap_all() {
+        eprintln!("schedlab: {e}");
+    }
+    let mut records: Vec<Record> = proc
+        .records
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|r| {
+            let mut r = r.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if r.exited_at.is_none() && r.tid > 0 {
+                // Still running or blocked: the kernel's count of it.
+                r.cpu_ns = proc_thread_cpu_ns(r.tid).unwrap_or(0);
+                r.final_cpu = proc_thread_cpu(r.tid);
+            }
+            r
+        })
+        .collect();
+    records.append(&mut proc.adopted.lock().unwrap_or_else(|e| e.into_inner()));
+    let text = serde_json::to_vec(&records).unwrap_or_default();
+    let _ = sys::write_all(proc.report, &text);
+    sys::exit_now(0)
+}
+
+/// A live thread of this process's CPU time (`schedstat`'s first field).
+fn proc_thread_cpu_ns(tid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// The CPU a live thread of this process last ran on (`stat`'s field 39).
+fn proc_thread_cpu(tid: i32) -> Option<usize> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    rest.split_whitespace().nth(36)?.parse().ok()
+}
+
+/// A spawned thread, or a forked process (by pid).
+enum Child {
+    Thread(std::thread::JoinHandle<()>),
+    Process(i32),
 }
 
 /// Starts a task's thread in this process: `slot` holds it, `prog` is its
@@ -161,6 +281,7 @@ pub fn start(
     let rec = proc.add(Record {
         slot: me,
         name: name.clone(),
+        process: proc.name.clone(),
         ..Record::default()
     });
     let (run, proc) = (run.clone(), proc.clone());
@@ -229,7 +350,11 @@ fn thread_main(
     let shm = &run.shm;
     let tid = sys::gettid();
     shm.slot(me, slot::TID).store(tid as u32, Release);
-    rec.lock().expect("ours").tid = tid;
+    {
+        let mut r = rec.lock().expect("ours");
+        r.tid = tid;
+        r.pid = std::process::id() as i32;
+    }
     if let Some(i) = initial {
         let t = &run.tasks[i];
         prepare(t, shm)?;
@@ -521,12 +646,13 @@ impl Task<'_> {
                 sys::pread(fd, &mut page, at).map_err(|e| format!("io: pread: {e}"))?;
                 self.objs.running(me);
             }
-            Instr::Spawn(p) => self.spawn(p.0 as usize)?,
+            Instr::Spawn(p) => self.spawn(p.0 as usize, false)?,
+            Instr::Fork(p) => self.spawn(p.0 as usize, true)?,
             Instr::Join => {
-                if let Some((child, h)) = self.children.pop_front() {
+                if let Some((child, c)) = self.children.pop_front() {
                     objs.kernel_wait(me, child);
-                    h.join().map_err(|_| "a joined thread panicked")?;
-                    objs.running(me);
+                    self.reap(c)?;
+                    self.objs.running(me);
                 }
             }
             Instr::JoinAny => self.join_any()?,
@@ -571,9 +697,20 @@ impl Task<'_> {
         Ok(())
     }
 
+    /// `pthread_join` a thread; `waitpid` a process, its report read.
+    fn reap(&self, c: Child) -> Result<(), String> {
+        match c {
+            Child::Thread(h) => h.join().map_err(|_| "a joined thread panicked".to_string()),
+            Child::Process(pid) => match self.proc.unlist(pid) {
+                Some(fd) => self.proc.reap(pid, fd),
+                None => Ok(()),
+            },
+        }
+    }
+
     /// A thread of this process running spawnable program `p`, in a free
-    /// slot.
-    fn spawn(&mut self, p: usize) -> Result<(), String> {
+    /// slot; with `fork`, a process of its own ([`Task::fork`]).
+    fn spawn(&mut self, p: usize, fork: bool) -> Result<(), String> {
         let shm = &self.run.shm;
         let s = shm.ctl(ctl::NEXT_SLOT).fetch_add(1, SeqCst) as usize;
         if s >= self.run.slots {
@@ -585,10 +722,71 @@ impl Task<'_> {
         let parent = self.rec.lock().expect("ours").name.clone();
         let name = self.proc.spawn_name(&parent, &self.run.spawnable[p]);
         shm.slot(s, slot::PARENT).store(self.me as u32 + 1, Relaxed);
-        let h = start(self.run, self.proc, s, self.run.tasks.len() + p, name, None)
-            .map_err(|e| format!("spawn: {e}"))?;
-        self.children.push_back((s, h));
+        let prog = self.run.tasks.len() + p;
+        let child = if fork {
+            Child::Process(self.fork(s, prog, name)?)
+        } else {
+            Child::Thread(
+                start(self.run, self.proc, s, prog, name, None)
+                    .map_err(|e| format!("spawn: {e}"))?,
+            )
+        };
+        self.children.push_back((s, child));
         Ok(())
+    }
+
+    /// `fork(2)` from this task's thread: the child process (the next
+    /// forked index) runs program `prog` in slot `s` on a thread of its
+    /// own, under a manager that reports its records to this process over
+    /// a pipe, as the scenario's processes report to the run. The child
+    /// inherits this thread's affinity and nice, as a forked process does.
+    fn fork(&mut self, s: usize, prog: usize, name: String) -> Result<i32, String> {
+        let run = self.run;
+        let index = run.procs + run.shm.ctl(ctl::FORKED).fetch_add(1, SeqCst) as usize;
+        if index >= run.shm.layout.procs {
+            // Counted as forked and done, so the run can still end.
+            run.shm.ctl(ctl::PROCS_DONE).fetch_add(1, SeqCst);
+            return Err(format!(
+                "fork: more than {} processes",
+                run.shm.layout.procs
+            ));
+        }
+        let mut forked = self.proc.forked.lock().unwrap_or_else(|e| e.into_inner());
+        let (r, w) = sys::pipe(65536).map_err(|e| format!("fork: pipe: {e}"))?;
+        match sys::fork_task() {
+            Err(e) => {
+                sys::close(r);
+                sys::close(w);
+                // Counted as forked and done, so the run can still end.
+                run.shm.ctl(ctl::PROCS_DONE).fetch_add(1, SeqCst);
+                Err(format!("fork: {e}"))
+            }
+            Ok(None) => {
+                // The child: the one thread left. Every descriptor it
+                // inherited that is not its own goes (its parent's report,
+                // its siblings' reports): a reader sees the end of a
+                // report when its one writer ends.
+                sys::close(r);
+                sys::close(self.proc.report);
+                for &(_, fd) in forked.iter() {
+                    sys::close(fd);
+                }
+                let proc = Arc::new(Proc::new(index, name.clone(), w));
+                if let Err(e) = start(run, &proc, s, prog, name.clone(), None) {
+                    let _ =
+                        run.shm
+                            .ctl(ctl::FAULT)
+                            .compare_exchange(0, s as u32 + 1, SeqCst, SeqCst);
+                    eprintln!("schedlab: a real run could not start {name}: {e}");
+                }
+                manage(run, &proc, Some(sys::parent_pid()))
+            }
+            Ok(Some(pid)) => {
+                sys::close(w);
+                forked.push((pid, r));
+                Ok(pid)
+            }
+        }
     }
 
     /// `wait4(-1)`: reaps a child that has exited, waiting for one when
@@ -602,8 +800,8 @@ impl Task<'_> {
             if let Some(i) = self.children.iter().position(|(c, _)| {
                 State::of(shm.slot(*c, slot::STATE).load(Acquire)) == State::Exited
             }) {
-                let (_, h) = self.children.remove(i).expect("found");
-                h.join().map_err(|_| "a joined thread panicked")?;
+                let (_, c) = self.children.remove(i).expect("found");
+                self.reap(c)?;
                 break;
             }
             if !marked {

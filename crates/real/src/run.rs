@@ -154,7 +154,12 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
         t.cookie = t.cookie.map(|c| kinds.total + c);
     }
     let lines = kinds.total + cookies.len();
-    let shm = Shm::new(Layout::new(proc_names.len(), slots, lines, buf))
+    // Room for a process per `fork` a run may make (one per slot).
+    let forks = programs
+        .iter()
+        .any(|p| p.iter().any(|i| matches!(i, Instr::Fork(_))));
+    let procs = proc_names.len() + if forks { slots } else { 0 };
+    let shm = Shm::new(Layout::new(procs, slots, lines, buf))
         .map_err(|e| Error::Fault(format!("the shared mapping: {e}")))?;
     shm.ctl(ctl::NEXT_SLOT)
         .store(spec.tasks.len() as u32, Relaxed);
@@ -192,6 +197,8 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
             masks,
             seed,
             slots,
+            procs: proc_names.len(),
+            proc_names: proc_names.clone(),
         }),
         objects,
         metrics,
@@ -220,6 +227,16 @@ pub struct Children {
 
 impl Drop for Children {
     fn drop(&mut self) {
+        // The processes tasks forked first (found before their parents go,
+        // which would leave them to init), then the scenario's.
+        let forked = if self.pids.is_empty() {
+            Vec::new()
+        } else {
+            sys::descendants(&self.pids)
+        };
+        for &pid in forked.iter().rev() {
+            sys::kill(pid);
+        }
         for &pid in &self.pids {
             sys::kill(pid);
         }
@@ -260,7 +277,7 @@ pub fn fork_all(p: &Prepared) -> Result<Children, Error> {
 /// have all ended or the run stops, writes their records to the parent
 /// and exits (every thread of the process with it).
 fn manager(run: &Arc<Run>, index: usize, report: i32) -> ! {
-    let proc = Arc::new(Proc::new(index));
+    let proc = Arc::new(Proc::new(index, run.proc_names[index].clone(), report));
     let shm = &run.shm;
     for (i, t) in run
         .tasks
@@ -275,46 +292,7 @@ fn manager(run: &Arc<Run>, index: usize, report: i32) -> ! {
             eprintln!("schedlab: a real run could not start {}: {e}", t.name);
         }
     }
-    let m = shm.manager(index);
-    loop {
-        let seen = m.load(Acquire);
-        if proc.live.load(SeqCst) == 0 || shm.ctl(ctl::STOP).load(Acquire) != 0 {
-            break;
-        }
-        sys::futex_wait(m, seen, None);
-    }
-    shm.ctl(ctl::PROCS_DONE).fetch_add(1, SeqCst);
-    let records: Vec<Record> = proc
-        .records
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(|r| {
-            let mut r = r.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            if r.exited_at.is_none() && r.tid > 0 {
-                // Still running or blocked: the kernel's count of it.
-                r.cpu_ns = proc_thread_cpu_ns(r.tid).unwrap_or(0);
-                r.final_cpu = proc_thread_cpu(r.tid);
-            }
-            r
-        })
-        .collect();
-    let text = serde_json::to_vec(&records).unwrap_or_default();
-    let _ = sys::write_all(report, &text);
-    sys::exit_now(0)
-}
-
-/// A live thread of this process's CPU time (`schedstat`'s first field).
-fn proc_thread_cpu_ns(tid: i32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
-/// The CPU a live thread of this process last ran on (`stat`'s field 39).
-fn proc_thread_cpu(tid: i32) -> Option<usize> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
-    rest.split_whitespace().nth(36)?.parse().ok()
+    exec::manage(run, &proc, None)
 }
 
 /// Why a run ended.
@@ -368,11 +346,12 @@ pub fn go_and_watch(p: &Prepared, run_ns: u64) -> (End, u64) {
     shm.ctl(ctl::GO).store(1, Release);
     sys::futex_wake(shm.ctl(ctl::GO), u32::MAX);
     let procs = p.proc_names.len() as u32;
+    let forked = shm.ctl(ctl::FORKED);
     let mut quiet_since: Option<(u64, Vec<u32>)> = None;
     loop {
         sys::sleep_ns(POLL_NS);
         let now = sys::now();
-        if shm.ctl(ctl::PROCS_DONE).load(Acquire) >= procs {
+        if shm.ctl(ctl::PROCS_DONE).load(Acquire) >= procs + forked.load(Acquire) {
             return (End::Done, now - t0);
         }
         if let s @ 1.. = shm.ctl(ctl::FAULT).load(Acquire) {
@@ -421,7 +400,8 @@ pub fn go_and_watch(p: &Prepared, run_ns: u64) -> (End, u64) {
 pub fn stop(p: &Prepared) {
     let shm = &p.run.shm;
     shm.ctl(ctl::STOP).store(1, Release);
-    for i in 0..p.proc_names.len() {
+    let forked = shm.ctl(ctl::FORKED).load(Acquire) as usize;
+    for i in 0..(p.proc_names.len() + forked).min(shm.layout.procs) {
         let m = shm.manager(i);
         m.fetch_add(1, Release);
         sys::futex_wake(m, u32::MAX);
@@ -474,6 +454,7 @@ pub fn outcome(p: &Prepared, records: &[Record], end_ns: u64, rep: u64) -> Outco
         o.tasks.insert(
             r.name.clone(),
             TaskOutcome {
+                process: r.process.clone(),
                 exited_at: r.exited_at,
                 final_cpu: r.final_cpu.map(schedlab_topology::CpuId::new),
                 cpu_ns: r.cpu_ns,

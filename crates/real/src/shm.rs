@@ -38,6 +38,9 @@ pub mod ctl {
     /// A spawn found no free slot (`max_tasks`): holds the slot + 1 of
     /// the spawner.
     pub const TABLE_FULL: usize = 6;
+    /// Processes forked while the run goes on (`fork` ops): their indices
+    /// follow the scenario's processes'.
+    pub const FORKED: usize = 7;
     /// The first line of per-process words (`MANAGER`).
     pub const LINES: usize = 1;
 }

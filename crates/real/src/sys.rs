@@ -351,6 +351,24 @@ pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> io::Result<usize> {
 /// Forks. In the child, `PR_SET_PDEATHSIG` makes the kernel kill it if the
 /// parent dies first, so no process outlives a run however it ends.
 pub fn fork() -> io::Result<Option<i32>> {
+    fork_with(true)
+}
+
+/// Forks from a thread that may end before the child does (a task's
+/// `fork` op): no `PR_SET_PDEATHSIG`, which fires when the forking
+/// *thread* ends. The child watches its parent process instead
+/// ([`parent_pid`]).
+pub fn fork_task() -> io::Result<Option<i32>> {
+    fork_with(false)
+}
+
+/// The parent process's pid (`getppid`): it changes when the parent dies.
+pub fn parent_pid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { libc::getppid() }
+}
+
+fn fork_with(death_signal: bool) -> io::Result<Option<i32>> {
     // SAFETY: the child runs only this crate's code, which allocates
     // (glibc's fork resets the allocator's locks) and makes syscalls; it
     // takes no lock another thread of the parent could hold, and leaves
@@ -360,8 +378,10 @@ pub fn fork() -> io::Result<Option<i32>> {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        // SAFETY: integer arguments only.
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+        if death_signal {
+            // SAFETY: integer arguments only.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+        }
         return Ok(None);
     }
     Ok(Some(pid))
@@ -467,17 +487,42 @@ pub fn umount(dir: &std::path::Path) -> io::Result<()> {
 /// The processes `pid` forked that are still there (from `/proc`): what a
 /// run must never leave behind.
 pub fn children(pid: u32) -> Vec<i32> {
-    let parent = pid.to_string();
+    parents()
+        .into_iter()
+        .filter(|&(_, pp)| pp == pid as i32)
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Every process below `roots` (their children, theirs, and so on), from
+/// one look at `/proc`, the deepest last.
+pub fn descendants(roots: &[i32]) -> Vec<i32> {
+    let all = parents();
+    let mut out: Vec<i32> = Vec::new();
+    let mut i = 0;
+    let mut look: Vec<i32> = roots.to_vec();
+    while i < look.len() {
+        let p = look[i];
+        i += 1;
+        for &(c, _) in all.iter().filter(|&&(_, pp)| pp == p) {
+            out.push(c);
+            look.push(c);
+        }
+    }
+    out
+}
+
+/// Every process now, with its parent: (pid, ppid).
+fn parents() -> Vec<(i32, i32)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| {
         let e = e.ok()?;
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
         let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
         let rest = &stat[stat.rfind(')')? + 2..];
-        (rest.split_whitespace().nth(1)? == parent)
-            .then(|| e.file_name().to_str()?.parse().ok())
-            .flatten()
+        Some((pid, rest.split_whitespace().nth(1)?.parse().ok()?))
     })
     .collect()
 }

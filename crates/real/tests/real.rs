@@ -151,6 +151,69 @@ name = "p"
 }
 
 #[test]
+fn a_forked_child_is_a_process_of_its_own_and_its_parent_joins_it() {
+    let _one = serial();
+    // A parent forks two children and spawns a thread; each child forks
+    // a grandchild; they pass a pipe's bytes and a futex across processes.
+    let s = scenario(
+        "forks",
+        "",
+        r#"
+[programs]
+child = [{ fork = { program = "grandchild" } }, { pipe_write = { pipe = "q", bytes = 100 } }, "join",
+  { count = { metric = "children", n = 1 } }]
+grandchild = [{ futex_wait = { futex = "f" } }, { count = { metric = "grandchildren", n = 1 } }]
+thread = [{ pipe_read = { pipe = "q", bytes = 200 } }, { futex_wake = { futex = "f", n = 2 } }]
+
+[[task]]
+name = "main"
+cpu = 0
+program = [{ fork = { program = "child" } }, { fork = { program = "child" } },
+  { spawn = { program = "thread" } }, "join", "join_any", "join"]
+"#,
+    );
+    let o = real(&s, false);
+    all_exited(&o, "forks");
+    assert_eq!(
+        (
+            o.outcome.counts.get("children"),
+            o.outcome.counts.get("grandchildren")
+        ),
+        (Some(&2), Some(&2)),
+        "two children and two grandchildren ran to their end: {:?}",
+        o.outcome.counts
+    );
+    let pid = |n: &str| {
+        o.threads
+            .get(n)
+            .unwrap_or_else(|| panic!("task {n} reported: {:?}", o.threads.keys()))
+            .1
+    };
+    let main = pid("main");
+    assert_eq!(
+        pid("main.thread"),
+        main,
+        "a spawned thread is of its parent's process"
+    );
+    let kids = [pid("main.child"), pid("main.child#1")];
+    let grandkids = [pid("main.child.grandchild"), pid("main.child#1.grandchild")];
+    let mut all = vec![main];
+    all.extend(kids);
+    all.extend(grandkids);
+    let distinct: std::collections::BTreeSet<i32> = all.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        5,
+        "main, two children, two grandchildren: five processes, got pids {all:?}"
+    );
+    assert!(
+        schedlab_real::sys::children(std::process::id()).is_empty(),
+        "a process outlived the run: {:?}",
+        schedlab_real::sys::children(std::process::id())
+    );
+}
+
+#[test]
 fn separate_processes_share_a_port_and_a_pipe() {
     let _one = serial();
     let s = scenario(

@@ -48,9 +48,14 @@ pub fn check_ops(ops: &[Op], programs: &BTreeMap<String, Vec<Op>>) -> Result<(),
     for (i, op) in ops.iter().enumerate() {
         let at = |m: String| format!("op {}: {m}", i + 1);
         match op {
-            Op::Spawn { program } if !programs.contains_key(program) => {
+            Op::Spawn { program } | Op::Fork { program } if !programs.contains_key(program) => {
+                let what = if matches!(op, Op::Fork { .. }) {
+                    "fork"
+                } else {
+                    "spawn"
+                };
                 return Err(at(format!(
-                    "spawn names program {program:?}, which [programs] does not define"
+                    "{what} names program {program:?}, which [programs] does not define"
                 )));
             }
             Op::Loop { n, body } => {
@@ -105,7 +110,7 @@ pub fn for_each_op<'a>(ops: &'a [Op], f: &mut impl FnMut(&'a Op)) {
 /// The programs `ops` spawns, loops included.
 fn spawned<'a>(ops: &'a [Op], out: &mut BTreeSet<&'a str>) {
     for_each_op(ops, &mut |op| {
-        if let Op::Spawn { program } = op {
+        if let Op::Spawn { program } | Op::Fork { program } = op {
             out.insert(program);
         }
     });

@@ -56,7 +56,8 @@
 //! `stamp` optional),
 //! `{ run_for = NS }`, `{ wake_lap = { metric } }`, `{ sleep = NS }`,
 //! `{ random_sleep = { min, max } }`, `{ exp_sleep = { mean } }`, `{ io = NS }`,
-//! `{ spawn = { program } }`, `"join"`, `"join_any"`, `"exit"`, `"yield"`, `"leave"`,
+//! `{ spawn = { program } }` (a thread), `{ fork = { program } }` (a
+//! process of its own, as `fork(2)`), `"join"`, `"join_any"`, `"exit"`, `"yield"`, `"leave"`,
 //! `{ loop = { n, body = [...] } }`, `{ lap = { metric } }`,
 //! `{ lap_start = { metric } }`,
 //! `{ count = { metric, n } }`, `{ stamp = { metric } }` (the time now,

@@ -203,6 +203,9 @@ impl std::fmt::Display for Stall {
 
 #[derive(Clone, Debug, Default)]
 pub struct TaskOutcome {
+    /// Its process's name (a task of its own process is named after it; a
+    /// forked one after the child).
+    pub process: String,
     pub migrations: u64,
     /// When each move happened, and why ([`Moved::at`], [`Moved::reason`]).
     pub moved_at: Vec<Moved>,

@@ -115,6 +115,12 @@ pub enum Op {
     Spawn {
         program: String,
     },
+    /// Start a process running the program named here (`fork(2)`): a
+    /// child like a spawned thread (joined the same way), but in a process
+    /// of its own, named after it, that shares no data with its parent's.
+    Fork {
+        program: String,
+    },
     /// Wait for the earliest spawned, not yet joined, child.
     Join,
     /// Wait for any spawned child to exit (`wait4(-1)`), and reap it; at

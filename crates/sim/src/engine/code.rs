@@ -77,6 +77,8 @@ pub enum Instr {
     },
     Io(u64),
     Spawn(ProgId),
+    /// A spawn into a process of the child's own.
+    Fork(ProgId),
     Join,
     JoinAny,
     Exit,
@@ -161,6 +163,16 @@ impl Code {
         ProgId(i)
     }
 
+    /// An `affinity` op's mask, by its index among the masks.
+    fn mask(&mut self, cpus: &[usize]) -> u32 {
+        let mut set = CpuSet::new();
+        for &c in cpus {
+            set.insert(CpuId::new(c));
+        }
+        self.masks.push(set);
+        self.masks.len() as u32 - 1
+    }
+
     fn flatten(&mut self, ops: &[Op], o: &mut Objects, out: &mut Vec<Instr>) {
         for op in ops {
             let i = match op {
@@ -217,6 +229,7 @@ impl Code {
                 Op::ExpSleep { mean } => Instr::ExpSleep { mean: *mean },
                 Op::Io(ns) => Instr::Io(*ns),
                 Op::Spawn { program } => Instr::Spawn(self.program_id(program)),
+                Op::Fork { program } => Instr::Fork(self.program_id(program)),
                 Op::Join => Instr::Join,
                 Op::JoinAny => Instr::JoinAny,
                 Op::Exit => Instr::Exit,
@@ -225,14 +238,7 @@ impl Code {
                 Op::Lap { metric } => Instr::Lap(self.metric(metric)),
                 Op::LapStart { metric } => Instr::LapStart(self.metric(metric)),
                 Op::Stamp { metric } => Instr::Stamp(self.metric(metric)),
-                Op::Affinity { cpus } => {
-                    let mut set = CpuSet::new();
-                    for &c in cpus {
-                        set.insert(CpuId::new(c));
-                    }
-                    self.masks.push(set);
-                    Instr::Affinity(self.masks.len() as u32 - 1)
-                }
+                Op::Affinity { cpus } => Instr::Affinity(self.mask(cpus)),
                 Op::Count { metric, n } => Instr::Count {
                     metric: self.metric(metric),
                     n: *n,

@@ -73,10 +73,18 @@ impl<P: Policy> Engine<P> {
         if let Some(&i) = self.proc_ids.get(name) {
             return i;
         }
+        let id = self.new_process(name);
+        self.proc_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// A new process named `name` (a fork's child: never one found by
+    /// name), with the shared data a scenario process of that name has.
+    fn new_process(&mut self, name: &str) -> u32 {
         let id = self.procs.len() as u32;
         self.procs
             .push(self.shared_of.get(name).copied().unwrap_or(0));
-        self.proc_ids.insert(name.to_string(), id);
+        self.proc_names.push(name.to_string());
         id
     }
 
@@ -101,7 +109,19 @@ impl<P: Policy> Engine<P> {
         self.live += 1;
     }
 
-    pub(super) fn op_spawn(&mut self, cpu: CpuId, task: TaskId, op: Instr, prog: ProgId) -> bool {
+    /// `spawn` (a thread of the parent's process) or, with `fork`, a
+    /// child in a process of its own, named after the child. Both cost
+    /// `spawn_ns` (a fork's page-table copy is not modelled) and are placed
+    /// by the run's spawn rule, as Linux places `clone()` and `fork()` by
+    /// the same `SD_BALANCE_FORK` path.
+    pub(super) fn op_spawn(
+        &mut self,
+        cpu: CpuId,
+        task: TaskId,
+        op: Instr,
+        prog: ProgId,
+        fork: bool,
+    ) -> bool {
         if let Some(r) = self.syscall_first(cpu, task, self.cost.spawn_ns, op) {
             return r;
         }
@@ -118,6 +138,18 @@ impl<P: Policy> Engine<P> {
                 format!("{parent}.{pname}")
             };
         let mut spec = self.specs[spec_id as usize];
+        let process = if fork {
+            // Named as `add_task` will number it.
+            let k = self.names.get(&name).copied().unwrap_or(0);
+            let unique = if k == 0 {
+                name.clone()
+            } else {
+                format!("{name}#{k}")
+            };
+            self.new_process(&unique)
+        } else {
+            process
+        };
         spec.process = Some(process);
         let s = match self.sched[cpu.index()].spawn(&self.sh, spec, self.now) {
             Ok(s) => s,

@@ -312,7 +312,8 @@ impl<P: Policy> Engine<P> {
             }
             Instr::Sleep(ns) => self.op_sleep(cpu, task, ns),
             Instr::Io(ns) => self.op_io(cpu, task, ns),
-            Instr::Spawn(prog) => self.op_spawn(cpu, task, op, prog),
+            Instr::Spawn(prog) => self.op_spawn(cpu, task, op, prog, false),
+            Instr::Fork(prog) => self.op_spawn(cpu, task, op, prog, true),
             Instr::Join => self.op_join(cpu, task),
             Instr::JoinAny => self.op_join_any(cpu, task),
             Instr::Exit => {

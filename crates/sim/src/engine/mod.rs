@@ -227,6 +227,8 @@ pub struct Engine<P: Policy> {
     /// (while the scenario's tasks start; empty after).
     procs: Vec<u64>,
     proc_ids: BTreeMap<String, u32>,
+    /// Each process's name, by id.
+    proc_names: Vec<String>,
     shared_of: BTreeMap<String, u64>,
 }
 
@@ -280,6 +282,7 @@ impl<P: Policy> Engine<P> {
             spec_ids: BTreeMap::new(),
             procs: Vec::new(),
             proc_ids: BTreeMap::new(),
+            proc_names: Vec::new(),
             shared_of: spec.processes.clone(),
         };
         sim.boot(spec, seed);
@@ -392,8 +395,10 @@ impl<P: Policy> Engine<P> {
         for (id, t) in self.tasks.iter() {
             let moved_at = self.rec.take_moves(id);
             let name = self.rec.out.task_names[&id.0].clone();
+            let process = self.proc_names[t.process as usize].clone();
             let o = self.rec.out.tasks.entry(name).or_default();
             o.moved_at = moved_at;
+            o.process = process;
             o.migrations = t.migrations;
             o.cpu_ns = t.cpu_ns;
             o.llc_refill_bytes = t.llc_refill_bytes;
