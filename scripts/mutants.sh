@@ -37,6 +37,7 @@ declare -A what=(
   [holders-unmarked]="warmth: no LLC is recorded as holding an owner (its entries are found only by a scan)"
   [flags-not-counted]="waker-streak:K:flags: a consumed flag does not reach the streak"
   [no-task-hot]="linux balancer: task_hot() never holds a task back"
+  [fork-joins-parent]="processes: a forked child joins its parent's process, as a spawned thread does"
   [cas-no-overload-guard]="linux-cas: no thread-count or utilization guard (always toward the preferred LLC, never out of it)"
 )
 if [ $# -gt 0 ]; then

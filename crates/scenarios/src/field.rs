@@ -17,13 +17,21 @@
 //!   ready byte it starts the clock and writes the wake fd once, which
 //!   wakes every child (here a futex woken for all, with the same
 //!   everyone-at-once wake); it then reaps every child and stops the clock;
-//! * figure `total_ms`: the clock, what hackbench prints as `Time:`.
+//! * figure `total_ms`: the clock, what hackbench prints as `Time:`;
+//!   `end_llcs`: how many LLCs the children last ran in.
+//!
+//! * `mode`: `process` (the tool's default) makes each child with
+//!   `fork()`, a process of its own; `thread` (`-T`) with
+//!   `pthread_create()`, so every child of every group is a thread of the
+//!   one hackbench process (`create_worker()`); the main thread reaps
+//!   them with `wait()` (any child) or `pthread_join()` in creation order
+//!   (`reap_worker()`). Cache-aware scheduling
+//!   sees the difference: it gathers the threads of one process, and a
+//!   process of one thread has no preference (`invalid_llc_nr()`).
 //!
 //! Simplified: every write and read moves the whole message at once
 //! (hackbench loops on short writes, which a pipe with room never makes);
-//! `mode = process` and `mode = thread` run alike until the model has
-//! processes (a process's own address space and data: the warmth issue),
-//! and the parameter is kept so a scenario can already say which it means.
+//! a fork costs what a thread's creation does (setup is outside the clock).
 
 //! ## schbench
 //!
@@ -31,7 +39,8 @@
 //! (`message_thread()`, `run_msg_thread()`, `msg_and_wait()`,
 //! `worker_thread()`, `do_work()` of schbench.c):
 //!
-//! * each of `message_threads` message threads starts `workers` workers;
+//! * each of `message_threads` message threads starts `workers` workers,
+//!   every one a thread (`pthread_create()`) of the one schbench process;
 //! * a worker puts itself on its message thread's list, posts the message
 //!   thread's futex and waits on its own; the message thread, woken, wakes
 //!   every worker on its list (stamping each with the wake's time) and
@@ -109,6 +118,11 @@ pub(crate) fn hackbench(b: &mut Builder, p: &mut Params, size: Size) -> Result<(
             "hackbench with {children} children: at most 4000 (lower groups or fds)"
         )));
     }
+    // hackbench's `create_worker()`: fork() or pthread_create().
+    let child = |program: String| match mode.as_str() {
+        "thread" => Op::Spawn { program },
+        _ => Op::Fork { program },
+    };
     let start = |mut ops: Vec<Op>| {
         let mut v = vec![pipe_write("ready", 1), futex_wait("wake")];
         v.append(&mut ops);
@@ -126,14 +140,12 @@ pub(crate) fn hackbench(b: &mut Builder, p: &mut Params, size: Size) -> Result<(
                     vec![pipe_read(&pipe(r), datasize)],
                 )]),
             );
-            main.push(Op::Spawn { program: name });
+            main.push(child(name));
         }
         let sends = (0..fds).map(|r| pipe_write(&pipe(r), datasize)).collect();
         let name = format!("g{g}.sender");
         b.program(&name, start(vec![repeat(loops, sends)]));
-        main.extend((0..fds).map(|_| Op::Spawn {
-            program: name.clone(),
-        }));
+        main.extend((0..fds).map(|_| child(name.clone())));
     }
     main.push(pipe_read("ready", children));
     main.push(Op::LapStart {
@@ -143,16 +155,31 @@ pub(crate) fn hackbench(b: &mut Builder, p: &mut Params, size: Size) -> Result<(
         "wake",
         u32::try_from(children).unwrap_or(u32::MAX),
     ));
-    main.extend((0..children).map(|_| Op::Join));
+    // `reap_worker()`: wait() for any child, or pthread_join() in order.
+    let reap = if mode == "thread" {
+        Op::Join
+    } else {
+        Op::JoinAny
+    };
+    main.extend((0..children).map(|_| reap.clone()));
     main.push(lap("total"));
     let all = *b.topology().cpus();
     b.task("main", 0, None, TaskSpec::fair(0), main)
-        .start_in(all);
+        .start_in(all)
+        .in_process("hackbench");
     b.run_ns(60_000_000_000);
     b.figure(
         "total_ms",
         Figure::LapP50Ms {
             metric: "total".into(),
+        },
+    );
+    // Where the children last ran: how many LLCs (cache-aware scheduling
+    // gathers a thread-mode group's into one).
+    b.figure(
+        "end_llcs",
+        Figure::EndLlcs {
+            prefix: "main.".into(),
         },
     );
     Ok(())
@@ -226,8 +253,10 @@ pub(crate) fn schbench(
             u64::MAX,
             vec![Op::CondBroadcast { cond: list }, futex_wait(&post)],
         ));
+        // Every thread of schbench is a thread of its one process.
         b.task(&format!("msg{j}"), 0, None, TaskSpec::fair(0), prog)
-            .start_in(all);
+            .start_in(all)
+            .in_process("schbench");
         // Spawned workers inherit it (the message thread's own is small,
         // but it runs little).
         b.spec.tasks.last_mut().expect("just added").working_set = footprint_kb * 1024;

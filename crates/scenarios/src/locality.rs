@@ -236,7 +236,8 @@ pub(crate) fn shared_workers(b: &mut Builder, p: &mut Params) -> Result<(), Scen
         ],
     )];
     let (_, first) = llc(b, 0);
-    b.task("dispatcher", first, None, TaskSpec::fair(0), dispatcher);
+    b.task("dispatcher", first, None, TaskSpec::fair(0), dispatcher)
+        .in_process("app");
     b.run_ns(10_000_000_000);
     b.figure(
         "item_us",

@@ -124,3 +124,76 @@ fn schbench_measures_wake_to_run_and_requests() {
         );
     }
 }
+
+/// One hackbench run's children: (name, process) for each.
+fn hackbench_processes(mode: &str, seed: u64) -> (schedlab_sim::Outcome, Vec<(String, String)>) {
+    let m = format!("mode={mode}");
+    let s = catalog::build(
+        "hackbench",
+        Some("amd-2x8"),
+        params(&[&m, "groups=1", "fds=2", "loops=20000", "policy=linux-cas"]),
+    )
+    .unwrap();
+    let o = Sim::new(&s.spec, seed).run();
+    let kids = o
+        .tasks
+        .iter()
+        .filter(|(n, _)| n.starts_with("main."))
+        .map(|(n, t)| (n.clone(), t.process.clone()))
+        .collect();
+    (o, kids)
+}
+
+/// `hackbench -T`: every child is a thread of the hackbench process
+/// (`create_worker()`'s `pthread_create()`), so cache-aware scheduling
+/// scans the process each epoch and keeps a preference (2 senders and 2
+/// receivers fit an LLC of amd-2x8's 8 CPUs).
+#[test]
+fn hackbench_thread_mode_is_one_process_that_cache_aware_scheduling_scans() {
+    for seed in 1..=2 {
+        let (o, kids) = hackbench_processes("thread", seed);
+        assert_eq!(kids.len(), 4, "seed {seed}: 2 senders, 2 receivers");
+        for (n, p) in &kids {
+            assert_eq!(
+                p, "hackbench",
+                "seed {seed}: {n} is a thread of hackbench's process"
+            );
+        }
+        let scans = o.counters["cas.scans"];
+        assert!(
+            scans > 0 && o.counters["cas.invalid"] == 0,
+            "seed {seed}: cache-aware scheduling scans the process and finds it fits: scans {scans}, invalid {}",
+            o.counters["cas.invalid"]
+        );
+    }
+}
+
+/// hackbench's default mode: every child is `fork()`ed, a process of its
+/// own, so cache-aware scheduling finds one thread per process and keeps
+/// no preference (`invalid_llc_nr()`): it is inert.
+#[test]
+fn hackbench_process_mode_forks_processes_that_cache_aware_scheduling_leaves_alone() {
+    for seed in 1..=2 {
+        let (o, kids) = hackbench_processes("process", seed);
+        let distinct: std::collections::BTreeSet<&String> = kids.iter().map(|(_, p)| p).collect();
+        assert_eq!(
+            distinct.len(),
+            4,
+            "seed {seed}: four children, four processes: {kids:?}"
+        );
+        assert!(
+            !distinct.contains(&"hackbench".to_string()),
+            "seed {seed}: none of them hackbench's own: {kids:?}"
+        );
+        assert_eq!(
+            (o.counters["cas.scans"], o.counters["cas.to_pref"]),
+            (0, 0),
+            "seed {seed}: no preference, no move toward one"
+        );
+        assert!(
+            o.counters["cas.invalid"] > 0,
+            "seed {seed}: the one-thread processes are found invalid: {:?}",
+            o.counters
+        );
+    }
+}

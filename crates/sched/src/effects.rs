@@ -259,6 +259,18 @@ counters! {
     lb_active => "balance.active",
     /// Linux's balancer: kicks of the idle load balancer.
     lb_nohz_kicks => "balance.nohz_kicks",
+    /// Cache-aware: a process's scans (`task_cache_work()`) that chose or
+    /// kept a preferred LLC.
+    cas_scans => "cas.scans",
+    /// Cache-aware: scans that found the process too wide for an LLC, or
+    /// of one thread (`invalid_llc_nr()`): no preference.
+    cas_invalid => "cas.invalid",
+    /// Cache-aware: tasks the balancer moved into their preferred LLC.
+    cas_to_pref => "cas.to_pref",
+    /// Cache-aware: candidates a balance left where they were because the
+    /// move would take them out of their preferred LLC or not into it
+    /// (`LBF_LLC_PINNED`).
+    cas_llc_pinned => "cas.llc_pinned",
 }
 
 impl Counters {

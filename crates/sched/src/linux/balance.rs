@@ -531,6 +531,7 @@ impl<P: Policy> CpuSched<P> {
                 match lb::can_migrate_task(&pull.attempt, pull.mig.kind, &view) {
                     CanMigrate::Pinned => continue,
                     CanMigrate::LlcPinned => {
+                        self.counters.cas_llc_pinned += 1;
                         flags.all_pinned = false;
                         flags.llc_pinned |= pull.mig.kind != MigrationType::LlcTask;
                         continue;
@@ -548,6 +549,9 @@ impl<P: Policy> CpuSched<P> {
                 let Some(rest) = lb::detach_amount(&pull.attempt, mig, &view) else {
                     continue;
                 };
+                if cas.is_some() && view.prefers_dst_llc && src_llc != dst_llc {
+                    self.counters.cas_to_pref += 1;
+                }
                 let t = self.rq.take_queued(id).expect("a queued task");
                 self.send(sh, t, pull.dst, PlaceReason::Balance, TaskState::Queued, fx);
                 moved += 1;
@@ -817,26 +821,38 @@ impl<P: Policy> CpuSched<P> {
             }
             pc.epoch = epoch;
         }
-        self.task_cache_work(sh, tun, proc, now);
+        match self.task_cache_work(sh, tun, proc, now) {
+            Some(true) => self.counters.cas_scans += 1,
+            Some(false) => self.counters.cas_invalid += 1,
+            None => {}
+        }
     }
 
     /// `task_cache_work()`: the process's occupancy per LLC; the preferred
     /// CPU moves only to an LLC with more than twice the current one's.
-    fn task_cache_work(&self, sh: &Shared<P::TaskState>, tun: CasTunables, proc: u32, now: u64) {
+    /// Whether it scanned: `Some(false)` when the process was found too
+    /// wide for an LLC (no preference), `None` when it was not due.
+    fn task_cache_work(
+        &self,
+        sh: &Shared<P::TaskState>,
+        tun: CasTunables,
+        proc: u32,
+        now: u64,
+    ) -> Option<bool> {
         let topo = sh.topology();
         let epoch = now / tun.epoch_ns;
         let smt = topo.max_threads_per_core() as u64;
         let llc_size = topo.llc_cpus(self.id).weight() as u64;
         let snapshot = {
             let mut g = sh.procs[proc as usize].lock();
-            let Some(pc) = g.as_mut() else { return };
+            let pc = g.as_mut()?;
             if now < pc.next_scan {
-                return;
+                return None;
             }
             pc.next_scan = now + tun.epoch_ns;
             if cas::invalid_llc_nr(&tun, pc.nr_threads, pc.nr_running_avg, smt, llc_size) {
                 pc.cpu = None;
-                return;
+                return Some(false);
             }
             pc.clone()
         };
@@ -870,6 +886,7 @@ impl<P: Policy> CpuSched<P> {
             pc.cpu = new;
             cas::update_avg_scale(&mut pc.nr_running_avg, nr_running, llc_size);
         }
+        Some(true)
     }
 
     /// A task of `proc` starts or ends (`get_nr_threads()`).
