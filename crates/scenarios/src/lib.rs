@@ -337,16 +337,18 @@ impl Builder {
     pub fn common(&mut self, p: &mut Params) -> Result<&mut Self, ScenarioError> {
         let current = self.spec.policy.name().to_string();
         let policy: String = p.get("policy", current.clone())?;
-        // The run of the current policy when it is waker-streak:K.
-        let default_k = match current.split_once(':') {
-            Some(("waker-streak", k)) => k.parse().unwrap_or(WAKER_RUN),
+        // The run of the chosen policy when it is waker-streak[+lb]:K.
+        let (family, k) = policy.split_once(':').unwrap_or((&policy, ""));
+        let family = family.to_string();
+        let default_k = match family.as_str() {
+            "waker-streak" | "waker-streak+lb" => k.parse().unwrap_or(WAKER_RUN),
             _ => WAKER_RUN,
         };
         let k: u8 = p.get("waker_run", default_k)?;
-        let name = if p.is_set("waker_run") {
-            format!("waker-streak:{k}")
-        } else {
-            policy
+        let name = match family.as_str() {
+            _ if !p.is_set("waker_run") => policy,
+            "waker-streak+lb" => format!("waker-streak+lb:{k}"),
+            _ => format!("waker-streak:{k}"),
         };
         if name != current {
             let r = p.registry().resolve(&name).map_err(ScenarioError)?;

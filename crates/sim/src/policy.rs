@@ -58,6 +58,14 @@ impl PolicyRef {
         &self.name
     }
 
+    /// The same policy under `name`, bringing balancer `kind` as its own
+    /// (a setup such as the seed's rule beside Linux's balancer).
+    pub fn with_balance(mut self, name: impl Into<String>, kind: BalanceKind) -> PolicyRef {
+        self.name = name.into();
+        self.balance = Some(kind);
+        self
+    }
+
     /// The spawn rule the policy comes with ([`Policy::spawn_rule`]).
     pub fn spawn_rule(&self) -> Option<SpawnPolicy> {
         self.spawn
@@ -158,6 +166,18 @@ impl Registry {
             "waker-streak",
             "home plus the seed's rule: K parked wakes in a row from another LLC move it there (K = 8; waker-streak:K; waker-streak:K:flags counts flagged wakes too)",
             builtin("waker-streak"),
+        );
+        r.add(
+            "waker-streak+lb",
+            "the seed's rule beside Linux's load balancer, upstream's setup when it saw bouncing (waker-streak with balance=linux; waker-streak+lb:K)",
+            move |arg: Option<&str>| {
+                let base = builtin("waker-streak")(arg)?;
+                let name = match arg {
+                    Some(a) => format!("waker-streak+lb:{a}"),
+                    None => "waker-streak+lb".to_string(),
+                };
+                Ok(base.with_balance(name, BalanceKind::Linux))
+            },
         );
         r.add(
             "linux",
@@ -279,5 +299,27 @@ mod tests {
             panic!("linux-cas brings the cache-aware balancer");
         };
         assert_eq!(d, schedlab_sched::CasTunables::default());
+    }
+
+    /// `waker-streak+lb` is the seed's rule (its run K carried) with
+    /// Linux's balancer as its own, and nothing else of Linux's: no fork
+    /// path of Linux's.
+    #[test]
+    fn waker_streak_lb_is_the_rule_with_linux_s_balancer() {
+        let r = Registry::builtin();
+        for (given, name) in [
+            ("waker-streak+lb", "waker-streak+lb"),
+            ("waker-streak+lb:4", "waker-streak+lb:4"),
+        ] {
+            let p = r.resolve(given).unwrap();
+            assert_eq!(p.name(), name);
+            assert_eq!(p.balance_rule(), Some(BalanceKind::Linux), "{given}");
+            assert_eq!(
+                p.spawn_rule(),
+                r.resolve("waker-streak").unwrap().spawn_rule(),
+                "{given}: the rule's spawn placement"
+            );
+        }
+        assert!(r.resolve("waker-streak+lb:0").is_err());
     }
 }
