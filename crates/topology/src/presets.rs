@@ -80,6 +80,20 @@ pub const PRESETS: &[Preset] = &[
         llc_source: "Xeon Platinum 8480+: 105 MB L3 per socket, 1.875 MiB per core (Intel ARK)",
     },
     Preset {
+        name: "milan-4n-128",
+        doc: "the AMD Milan a reply in the cache-aware scheduling RFC v3 thread (LKML, June 2025) measured hackbench on: 4 nodes x 4 CCXs x 8 CPUs, 128 CPUs, taken as 8 cores with SMT off",
+        shape: shape(4, 4, 8, 1, Siblings::Split),
+        llc_bytes: 32 * MIB,
+        llc_source: "Zen 3 (Milan): one 32 MB L3 per 8-core CCX (AMD's EPYC 7003 product pages); the reply names the shape, not the model, and 8 CPUs per CCX reads as SMT off",
+    },
+    Preset {
+        name: "epyc-9t24-vm",
+        doc: "the AMD EPYC 9T24 VM of an LKML report in the cache-aware scheduling threads (an 8-thread simulator process gathered into one CCX): 8 CCXs x 16 vCPUs, 128 vCPUs, taken as 8 cores x 2 threads, one node",
+        shape: shape(1, 8, 8, 2, Siblings::Adjacent),
+        llc_bytes: 32 * MIB,
+        llc_source: "Zen 4 (EPYC 9004 family): 32 MB L3 per CCD (AMD's product pages); the guest's SMT layout and single node are assumptions",
+    },
+    Preset {
         name: "max-1024",
         doc: "the library's limit, no real machine: 4 nodes x 16 LLCs x 8 cores x 2 threads = 1024 CPUs, Genoa-sized LLCs, siblings N and N+512",
         shape: shape(4, 16, 8, 2, Siblings::Split),
@@ -113,6 +127,8 @@ mod tests {
             ("genoa-96", 192, 12, 1),
             ("epyc-2s-384", 384, 24, 2),
             ("spr-2s", 224, 2, 2),
+            ("milan-4n-128", 128, 16, 4),
+            ("epyc-9t24-vm", 128, 8, 1),
             ("max-1024", 1024, 64, 4),
         ];
         assert_eq!(PRESETS.len(), want.len(), "a preset without a size check");
