@@ -287,6 +287,7 @@ impl<P: Policy> CpuSched<P> {
             seq: 0,
             process: spec.process,
             pref_llc: None,
+            pref_cpu: None,
             cache_acct: 0,
         });
         self.count_thread(sh, spec.process, 1);

@@ -131,6 +131,9 @@ pub struct Machine<'a> {
     pub(crate) topo: &'a Topology,
     pub(crate) config: &'a Config,
     pub(crate) doors: &'a [Doors],
+    /// Per LLC, (utilization, capacity) as periodic balancing last
+    /// recorded them: cache-aware scheduling only (else empty).
+    pub(crate) llc_stats: &'a [(crate::sync::AtomicU64, crate::sync::AtomicU64)],
     /// The CPU deciding.
     pub(crate) cpu: CpuId,
     pub(crate) now: u64,
@@ -184,6 +187,19 @@ impl<'a> Machine<'a> {
         self.doors[cpu.index()]
             .runnable_avg
             .load(crate::sync::Ordering::Relaxed)
+    }
+
+    /// LLC `llc`'s (utilization, capacity) as periodic balancing last
+    /// recorded them (`sd_llc_shared->util_avg`, `->capacity`): what a wake
+    /// sees of an LLC's load, as stale as the last balance; `(0, 0)` without
+    /// cache-aware scheduling.
+    pub fn llc_stats(&self, llc: usize) -> (u64, u64) {
+        self.llc_stats.get(llc).map_or((0, 0), |(u, c)| {
+            (
+                u.load(crate::sync::Ordering::Relaxed),
+                c.load(crate::sync::Ordering::Relaxed),
+            )
+        })
     }
 
     /// Asleep with no kick on its way: the test every idle search uses, so
@@ -381,6 +397,9 @@ pub enum BuiltinPolicy {
     /// Linux with 7.2's cache-aware scheduling (`linux-cas` or
     /// `linux-cas:P:I`: `llc_overaggr_pct` and `llc_imb_pct`).
     LinuxCas(crate::config::CasTunables),
+    /// `linux-cas` steering wakes toward the preferred LLC as the RFC
+    /// series did (`linux-cas-wake[:P:I]`).
+    LinuxCasWake(crate::config::CasTunables),
 }
 
 impl fmt::Display for BuiltinPolicy {
@@ -392,6 +411,12 @@ impl fmt::Display for BuiltinPolicy {
                 f.write_str("linux-cas")
             }
             BuiltinPolicy::LinuxCas(t) => write!(f, "linux-cas:{}:{}", t.overaggr_pct, t.imb_pct),
+            BuiltinPolicy::LinuxCasWake(t) if *t == crate::config::CasTunables::default() => {
+                f.write_str("linux-cas-wake")
+            }
+            BuiltinPolicy::LinuxCasWake(t) => {
+                write!(f, "linux-cas-wake:{}:{}", t.overaggr_pct, t.imb_pct)
+            }
             BuiltinPolicy::WakerStreak {
                 waker_run,
                 flags: true,
@@ -426,19 +451,24 @@ impl FromStr for BuiltinPolicy {
             ("home", None) => Ok(BuiltinPolicy::Home),
             ("linux", None) => Ok(BuiltinPolicy::Linux),
             ("linux-cas", None) => Ok(BuiltinPolicy::LinuxCas(Default::default())),
-            ("linux-cas", Some(arg)) => {
+            ("linux-cas-wake", None) => Ok(BuiltinPolicy::LinuxCasWake(Default::default())),
+            ("linux-cas" | "linux-cas-wake", Some(arg)) => {
                 let bad = || {
                     PolicyNameError(alloc::format!(
-                        "policy {s:?}: expected linux-cas:P:I, P = llc_overaggr_pct and I = llc_imb_pct in 0..=100"
+                        "policy {s:?}: expected {family}:P:I, P = llc_overaggr_pct and I = llc_imb_pct in 0..=100"
                     ))
                 };
                 let (p, i) = arg.split_once(':').ok_or_else(bad)?;
                 let pct = |v: &str| v.parse::<u32>().ok().filter(|v| *v <= 100).ok_or_else(bad);
-                Ok(BuiltinPolicy::LinuxCas(crate::config::CasTunables {
+                let t = crate::config::CasTunables {
                     overaggr_pct: pct(p)?,
                     imb_pct: pct(i)?,
                     ..Default::default()
-                }))
+                };
+                Ok(match family {
+                    "linux-cas" => BuiltinPolicy::LinuxCas(t),
+                    _ => BuiltinPolicy::LinuxCasWake(t),
+                })
             }
             ("waker-streak", None) => Ok(BuiltinPolicy::WakerStreak {
                 waker_run: WAKER_RUN,

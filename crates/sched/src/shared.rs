@@ -240,6 +240,7 @@ impl<S: PolicyState> Shared<S> {
             topo: &self.topo,
             config: &self.config,
             doors: &self.cpus,
+            llc_stats: &self.llc_stats,
             cpu,
             now,
         }

@@ -2,7 +2,7 @@
 
 use alloc::boxed::Box;
 
-use schedlab_topology::CpuSet;
+use schedlab_topology::{CpuId, CpuSet};
 
 use crate::fair::{pick_eevdf, Entity, FairConfig, Pick};
 use crate::pelt::SchedAvg;
@@ -130,6 +130,8 @@ pub struct TaskData<S> {
     pub(crate) process: Option<u32>,
     /// `p->preferred_llc` (an LLC ordinal), set by cache-aware scheduling.
     pub(crate) pref_llc: Option<u16>,
+    /// The CPU of it the process's occupancy peaks on (`mm->sc_stat.cpu`).
+    pub(crate) pref_cpu: Option<u32>,
     /// `sum_exec` already charged to its process's occupancy.
     pub(crate) cache_acct: u64,
 }
@@ -184,6 +186,12 @@ impl<S: PolicyState> Task<S> {
     /// The LLC (ordinal) cache-aware scheduling prefers for it.
     pub fn preferred_llc(&self) -> Option<u16> {
         self.pref_llc
+    }
+
+    /// The CPU of its preferred LLC where its process ran most
+    /// (`mm->sc_stat.cpu`, the RFC's `mm_sched_cpu`).
+    pub fn preferred_cpu(&self) -> Option<CpuId> {
+        self.pref_cpu.map(|c| CpuId::new(c as usize))
     }
 
     pub fn is_rt(&self) -> bool {

@@ -90,6 +90,7 @@ impl From<BuiltinPolicy> for PolicyRef {
             }
             BuiltinPolicy::Linux => PolicyRef::new(b.to_string(), Linux::default()),
             BuiltinPolicy::LinuxCas(t) => PolicyRef::new(b.to_string(), Linux::cas(t)),
+            BuiltinPolicy::LinuxCasWake(t) => PolicyRef::new(b.to_string(), Linux::cas_wake(t)),
         }
     }
 }
@@ -183,6 +184,11 @@ impl Registry {
             "linux",
             "Linux 6.19's wake and fork placement (select_task_rq_fair, wakes decided on the waker) and its load balancer (sched domains, periodic, newly idle and nohz idle balancing)",
             builtin("linux"),
+        );
+        r.add(
+            "linux-cas-wake",
+            "linux-cas whose wake path also steers a task toward its process's preferred LLC, as the RFC series before v4 did (select_cache_cpu()), with the balancer's guards (linux-cas-wake:P:I as linux-cas:P:I)",
+            builtin("linux-cas-wake"),
         );
         r.add(
             "linux-cas",

@@ -801,6 +801,7 @@ impl<P: Policy> CpuSched<P> {
         t.pref_llc = pc
             .cpu
             .map(|c| topo.llc_ordinal(CpuId::new(c as usize)) as u16);
+        t.pref_cpu = pc.cpu;
     }
 
     /// `task_tick_cache()` then `task_cache_work()` for the running task.

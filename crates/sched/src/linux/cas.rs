@@ -38,6 +38,8 @@
 
 use alloc::vec::Vec;
 
+use schedlab_topology::CpuId;
+
 use crate::config::CasTunables;
 
 /// `enum llc_mig`.
@@ -233,9 +235,82 @@ pub fn choose_preferred(
     }
 }
 
+/// What `select_cache_cpu()` reads of a wake.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheView {
+    /// The task may run on one CPU only (`nr_cpus_allowed == 1`).
+    pub pinned: bool,
+    /// Its process's preferred CPU (`mm_sched_cpu`), if any and allowed.
+    pub pref: Option<CpuId>,
+    /// `cpus_share_cache(pref, prev)`.
+    pub share_cache: bool,
+    /// `_get_migrate_hint(prev, pref, task_util, true)`: moving toward the
+    /// preferred LLC is forbidden (it would be overloaded).
+    pub forbid: bool,
+}
+
+/// `select_cache_cpu()` of the cache-aware RFC series (Peter Zijlstra's
+/// prototype "sched: Cache aware load-balancing", LKML, March 2025, and
+/// Chen Yu's and Tim Chen's RFC postings after it), which
+/// `select_task_rq_fair()` calls first for a wake (`new_cpu = prev_cpu =
+/// select_cache_cpu(p, prev_cpu)`), so `wake_affine()` and
+/// `select_idle_sibling()` then work from the preferred CPU: prev, unless
+/// the task may move, its process has a preferred CPU, that CPU is in
+/// another LLC than prev, and the hint does not forbid the move (the
+/// RFC's `_get_migrate_hint(..., true) == mig_forbid` check, from the
+/// LLC utilization periodic balancing last recorded). Left out: the NUMA
+/// balancing check (`__migrate_degrades_locality()`; schedlab has no NUMA
+/// balancing).
+pub fn select_cache_cpu(v: &CacheView, prev: CpuId) -> CpuId {
+    match v.pref {
+        Some(cpu) if !v.pinned && !v.share_cache && !v.forbid => cpu,
+        _ => prev,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `select_cache_cpu()` case by case, as its code reads: prev unless
+    /// the task may move, has a preferred CPU in another LLC, and the hint
+    /// allows the move.
+    #[test]
+    fn select_cache_cpu_follows_its_code_case_by_case() {
+        let (prev, pref) = (CpuId::new(1), CpuId::new(9));
+        let v = CacheView {
+            pinned: false,
+            pref: Some(pref),
+            share_cache: false,
+            forbid: false,
+        };
+        assert_eq!(
+            select_cache_cpu(&v, prev),
+            pref,
+            "another LLC, allowed: the preferred CPU"
+        );
+        let cases = [
+            (CacheView { pinned: true, ..v }, "nr_cpus_allowed == 1"),
+            (
+                CacheView { pref: None, ..v },
+                "no preferred CPU (mm_sched_cpu < 0)",
+            ),
+            (
+                CacheView {
+                    share_cache: true,
+                    ..v
+                },
+                "prev already in the preferred LLC",
+            ),
+            (
+                CacheView { forbid: true, ..v },
+                "the hint forbids: the preferred LLC would be overloaded",
+            ),
+        ];
+        for (c, why) in cases {
+            assert_eq!(select_cache_cpu(&c, prev), prev, "{why}: prev");
+        }
+    }
 
     fn t() -> CasTunables {
         CasTunables::default()

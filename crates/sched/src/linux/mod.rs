@@ -221,6 +221,9 @@ pub struct Linux {
     pub sis_util: bool,
     /// Cache-aware scheduling (`linux-cas`): the balancer it brings.
     pub cas: Option<CasTunables>,
+    /// `linux-cas-wake`: wakes steered toward the preferred LLC too
+    /// ([`cas::select_cache_cpu`]).
+    pub cas_wake: bool,
     /// The waker's flips, taken in `wake_posted` for the `place` that
     /// follows on the same CPU in the same wake.
     waker_flips: u32,
@@ -235,6 +238,16 @@ impl Linux {
             ..Linux::default()
         }
     }
+
+    /// `linux-cas-wake`: `linux-cas` whose wake path also steers a task
+    /// toward its process's preferred LLC ([`cas::select_cache_cpu`]), with the
+    /// balance path's guards unchanged.
+    pub fn cas_wake(tun: CasTunables) -> Linux {
+        Linux {
+            cas_wake: true,
+            ..Linux::cas(tun)
+        }
+    }
 }
 
 impl Default for Linux {
@@ -243,6 +256,7 @@ impl Default for Linux {
             wa_idle: true,
             sis_util: true,
             cas: None,
+            cas_wake: false,
             waker_flips: 0,
         }
     }
@@ -323,6 +337,41 @@ impl Linux {
         None
     }
 
+    /// [`cas::select_cache_cpu`] for `task`, woken with `prev`.
+    fn cache_cpu(
+        &self,
+        m: &Machine<'_>,
+        tun: CasTunables,
+        prev: CpuId,
+        task: &Task<LinuxTask>,
+    ) -> CpuId {
+        let topo = m.topology();
+        let pref = task.preferred_cpu().filter(|&c| task.mask().contains(c));
+        let (share_cache, forbid) = match pref {
+            Some(c) => {
+                let (src, dst) = (topo.llc_ordinal(prev), topo.llc_ordinal(c));
+                let smt = topo.max_threads_per_core() as u64;
+                let hint = cas::can_migrate_llc(
+                    &tun,
+                    smt,
+                    m.llc_stats(src),
+                    m.llc_stats(dst),
+                    task.pelt().util_avg,
+                    true,
+                );
+                (src == dst, hint == cas::LlcMig::Forbid)
+            }
+            None => (false, false),
+        };
+        let v = cas::CacheView {
+            pinned: task.mask().weight() == 1,
+            pref,
+            share_cache,
+            forbid,
+        };
+        cas::select_cache_cpu(&v, prev)
+    }
+
     /// `select_idle_sibling(p, prev, target)`; updates `recent_used_cpu`.
     fn select_idle_sibling(
         &self,
@@ -375,10 +424,10 @@ impl Policy for Linux {
     const DECIDES: Decides = Decides::Waker;
 
     fn name(&self) -> &str {
-        if self.cas.is_some() {
-            "linux-cas"
-        } else {
-            "linux"
+        match (self.cas, self.cas_wake) {
+            (Some(_), true) => "linux-cas-wake",
+            (Some(_), false) => "linux-cas",
+            _ => "linux",
         }
     }
 
@@ -406,6 +455,7 @@ impl Policy for Linux {
 
     /// Linux's load balancer ([`balance`]), with cache-aware scheduling for
     /// `linux-cas` ([`cas`]).
+    /// `linux-cas-wake` keeps `linux-cas`'s balancer and its guards.
     fn balance_rule(&self) -> Option<BalanceKind> {
         Some(match self.cas {
             Some(t) => BalanceKind::LinuxCas(t),
@@ -415,7 +465,10 @@ impl Policy for Linux {
 
     fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<LinuxTask>) -> Decision {
         let this = m.cpu();
-        let prev = wake.prev;
+        let prev = match self.cas.filter(|_| self.cas_wake) {
+            Some(tun) => self.cache_cpu(m, tun, wake.prev, task),
+            None => wake.prev,
+        };
         let mask = task.mask();
         let st = *task.state();
         let llc_size = m.topology().llc_cpus(this).weight() as u32;
