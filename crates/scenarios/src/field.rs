@@ -90,11 +90,21 @@ pub(crate) type Size = (u64, u64, u64);
 /// hackbench in pipe mode, its parameters defaulting to `size` (the tool's
 /// own defaults are 10 groups of 20 fds, 100 loops).
 pub(crate) fn hackbench(b: &mut Builder, p: &mut Params, size: Size) -> Result<(), ScenarioError> {
+    hackbench_in(b, p, size, "process")
+}
+
+/// hackbench whose `mode` defaults to `mode` (`thread`: `hackbench -T`).
+pub(crate) fn hackbench_in(
+    b: &mut Builder,
+    p: &mut Params,
+    size: Size,
+    mode: &str,
+) -> Result<(), ScenarioError> {
     let groups: u64 = p.get("groups", size.0)?;
     let fds: u64 = p.get("fds", size.1)?;
     let loops: u64 = p.get("loops", size.2)?;
     let datasize: u64 = p.get("datasize", 100)?;
-    let mode: String = p.get("mode", "process".to_string())?;
+    let mode: String = p.get("mode", mode.to_string())?;
     if mode != "process" && mode != "thread" {
         return Err(ScenarioError(format!(
             "hackbench mode {mode:?}: expected process or thread"

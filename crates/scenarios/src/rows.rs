@@ -42,6 +42,17 @@
 //! * `hackbench.pipe.gN`: rt-tests' hackbench in pipe mode (the `hackbench`
 //!   built-in, `crate::field`) at a size the default machine runs in a few
 //!   simulated milliseconds: N groups of 20 fds; ms, what it prints as Time.
+//!   Every child is a process of its own (`fork()`, the tool's default).
+//! * `hackbench.thread.g1.f4`, `hackbench.thread.g4.f4`: `hackbench -T`,
+//!   every child a thread of one process, at the sizes of upstream's
+//!   cache-aware runs (one group over a few fds): 8 threads, which fit
+//!   an LLC of 16 CPUs (genoa-96's, epyc-9t24-vm's) but, running at once
+//!   on SMT cores, not amd-2x8's of 8 (`invalid_llc_nr()` counts running
+//!   threads times the SMT width), and 32, which fit no LLC of 16 CPUs. Loops are set so each runs tens of simulated milliseconds:
+//!   several 10 ms cache-aware epochs and LLC-level balance intervals,
+//!   enough for the balancer to gather the process (upstream's runs last
+//!   tens of seconds; this bounds what the rows can say about a slow
+//!   gathering).
 //! * `schbench.m1.wakeup_p99`, `schbench.m2.t4.wakeup_p99`: schbench's
 //!   default mode (the `schbench` built-in) with one message thread and a
 //!   worker per CPU, or two of four workers each (half the machine), for
@@ -131,6 +142,8 @@ pub const ROWS: &[Row] = &[
     row("tail.timer", "µs", Lower, "200 µs sleeps of 16 threads beside 8 spinners: how late they wake, p99"),
     row("hackbench.pipe.g1", "ms", Lower, "hackbench -p: 1 group of 20 senders and 20 receivers, 50 loops of 100 B: Time"),
     row("hackbench.pipe.g4", "ms", Lower, "hackbench -p: 4 groups (160 threads), 25 loops: Time"),
+    row("hackbench.thread.g1.f4", "ms", Lower, "hackbench -p -T: 1 group of 4 senders and 4 receivers, threads of one process (fewer than an LLC of 16 CPUs holds), 10000 loops: Time"),
+    row("hackbench.thread.g4.f4", "ms", Lower, "hackbench -p -T: 4 groups of 4 and 4 (32 threads of one process, wider than an LLC of 16 CPUs), 2500 loops: Time"),
     row("schbench.m1.wakeup_p99", "µs", Lower, "schbench: 1 message thread waking a worker per CPU: wakeup latency p99"),
     row("schbench.m2.t4.wakeup_p99", "µs", Lower, "schbench: 2 message threads of 4 workers (half the machine): wakeup latency p99"),
     row("locality.shared_workers", "µs", Lower, "a dispatcher wakes 4 workers of one process sharing 4 MiB of written data, worker i starting in LLC i: item p50"),
@@ -325,6 +338,8 @@ pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), Scen
     match r.name {
         "hackbench.pipe.g1" => crate::field::hackbench(b, p, (1, 20, 50))?,
         "hackbench.pipe.g4" => crate::field::hackbench(b, p, (4, 20, 25))?,
+        "hackbench.thread.g1.f4" => crate::field::hackbench_in(b, p, (1, 4, 10_000), "thread")?,
+        "hackbench.thread.g4.f4" => crate::field::hackbench_in(b, p, (4, 4, 2_500), "thread")?,
         "schbench.m1.wakeup_p99" => {
             let cpus = b.topology().num_cpus() as u64;
             crate::field::schbench(b, p, (1, cpus), "wakeup_p99_us")?
