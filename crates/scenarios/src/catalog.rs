@@ -18,6 +18,7 @@ pub const CATALOG: &[(&str, &str)] = &[
     ("cs_spinners", "seed-004's selftest on smt-2x2: one SMT pair cookied, two CPU-bound spinners on each sibling; resched_ipis_per_cpu_per_s (`cookies=false`: the control)"),
     ("many_pairs", "`pairs` request/reply pairs (default one per CPU), unpinned, started side by side: the simulator's scale case (epyc-2s-384: 768 tasks)"),
     ("schbench", "schbench's default mode: `message_threads` (1) each waking `workers` (one per CPU) that sleep `sleep_us` (100) then multiply matrices (`operations` 5, `footprint_kb` 256); wakeup_p50_us, wakeup_p99_us, request_p99_us, rps"),
+    ("stream", "McCalpin's stream under OpenMP: `threads` (one per CPU) of one process run its 4 kernels `ntimes` (10) times over their own slices of three arrays of `array_size` (10M) doubles, `kernel_us` (1000) each, a barrier after each; nothing shared; kernel_us, end_llcs"),
     ("hackbench", "rt-tests' hackbench in pipe mode: `groups` (10) of `fds` (20) senders each writing `datasize` (100) B to every receiver of the group, `loops` (100) times; total_ms, what it prints as Time"),
     ("shared_workers", "a dispatcher wakes a process of `workers` (8) sharing `shared_bytes` (4 MiB) of written data, `items` (100) times, `work_ns` each; `placement` packed (LLC 0) | spread (two LLCs) | free | scattered (worker i starts in LLC i); item_us, llc_refill_mib, cold_starts, end_llcs, end_llc_most"),
     ("split_pairs", "one process of `pairs` (4) request/reply pairs, each client starting in LLC 0 and its server in LLC 1, unpinned, sharing `shared_bytes` (1 MiB); rtt_us, end_llcs, llc_refill_mib"),
@@ -54,6 +55,10 @@ pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, 
         "schbench" => {
             let cpus = b.topology().num_cpus() as u64;
             crate::field::schbench(&mut b, &mut p, (1, cpus), "wakeup_p99_us")?
+        }
+        "stream" => {
+            let cpus = b.topology().num_cpus() as u64;
+            crate::field::stream(&mut b, &mut p, cpus)?
         }
         other if rows::find(other).is_some() => {
             rows::build(rows::find(other).expect("checked"), &mut b, &mut p)?

@@ -1,7 +1,9 @@
 //! Workloads from the field, built in: `hackbench` (rt-tests'
-//! `hackbench.c`, the pipe mode every LKML scheduler patch quotes) and
+//! `hackbench.c`, the pipe mode every LKML scheduler patch quotes),
 //! `schbench` (Chris Mason's `schbench.c`, the wakeup-latency benchmark of
-//! the EEVDF and cache-aware-scheduling threads).
+//! the EEVDF and cache-aware-scheduling threads) and `stream` (John
+//! McCalpin's `stream.c` under OpenMP, the memory-bound benchmark
+//! cache-aware scheduling left unchanged).
 //!
 //! ## hackbench
 //!
@@ -63,6 +65,25 @@
 //! spin lock (a worker spins on the lock of the CPU it runs on; it is
 //! contended only when a worker is preempted inside its work), and the RPS
 //! and pipe modes.
+
+//! ## stream
+//!
+//! What `stream.c` built with OpenMP does: `threads` threads of one
+//! process (`OMP_NUM_THREADS`) run its four kernels (Copy, Scale, Add,
+//! Triad), each a `#pragma omp parallel for` over three arrays of
+//! `STREAM_ARRAY_SIZE` (10,000,000) doubles, `NTIMES` (10) times; each
+//! kernel ends at the parallel region's implicit barrier.
+//!
+//! * each thread's working set is its slice of the three arrays (240 MB
+//!   over `threads`), its own: **nothing is shared between threads**
+//!   (the process declares no shared data);
+//! * a kernel is `kernel_us` of run per thread (default 1000: an estimate,
+//!   the arrays stream from memory whatever the LLC), then the barrier;
+//! * figure `kernel_us`: the p50 time from one barrier to the next, as
+//!   thread 0 sees it (stream reports the best rate per kernel).
+//!
+//! Simplified: OpenMP's barrier spins (`GOMP_SPINCOUNT`) before it sleeps;
+//! here it sleeps at once.
 
 use schedlab_sim::sched::TaskSpec;
 use schedlab_sim::{Figure, Op};
@@ -304,5 +325,60 @@ pub(crate) fn schbench(
     for (n, f) in figures.iter().filter(|(n, _)| *n != first) {
         b.figure(n, f.clone());
     }
+    Ok(())
+}
+
+/// stream under OpenMP, `threads` defaulting to `threads`.
+pub(crate) fn stream(b: &mut Builder, p: &mut Params, threads: u64) -> Result<(), ScenarioError> {
+    let threads: u64 = p.get("threads", threads)?;
+    let array: u64 = p.get("array_size", 10_000_000)?;
+    let ntimes: u64 = p.get("ntimes", 10)?;
+    let kernel_us: u64 = p.get("kernel_us", 1000)?;
+    if threads == 0 || threads > 4000 || ntimes == 0 {
+        return Err(ScenarioError(format!(
+            "stream with {threads} threads and ntimes {ntimes}: expected 1 to 4000 threads and ntimes 1 or more"
+        )));
+    }
+    let n = u32::try_from(threads).expect("bounded above");
+    let kernel = vec![
+        Op::Run(kernel_us * 1000),
+        Op::Barrier {
+            barrier: "omp".into(),
+            n,
+        },
+    ];
+    let all = *b.topology().cpus();
+    let slice = 3 * 8 * array / threads;
+    b.process("stream", 0);
+    for i in 0..threads {
+        let mut body = kernel.clone();
+        if i == 0 {
+            body.push(lap("kernel"));
+        }
+        let mut prog = Vec::new();
+        if i == 0 {
+            prog.push(Op::LapStart {
+                metric: "kernel".into(),
+            });
+        }
+        prog.push(repeat(4 * ntimes, body));
+        b.task(&format!("omp{i}"), 0, None, TaskSpec::fair(0), prog)
+            .start_in(all)
+            .in_process("stream");
+        b.spec.tasks.last_mut().expect("just added").working_set = slice;
+    }
+    b.run_ns(60_000_000_000);
+    b.figure(
+        "kernel_us",
+        Figure::LapP50Us {
+            metric: "kernel".into(),
+        },
+    );
+    b.figure(
+        "end_llcs",
+        Figure::EndLlcs {
+            prefix: "omp".into(),
+        },
+    );
     Ok(())
 }

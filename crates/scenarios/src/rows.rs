@@ -43,6 +43,10 @@
 //!   built-in, `crate::field`) at a size the default machine runs in a few
 //!   simulated milliseconds: N groups of 20 fds; ms, what it prints as Time.
 //!   Every child is a process of its own (`fork()`, the tool's default).
+//! * `memory.stream`: the `stream` built-in with half as many threads as
+//!   the machine has CPUs (one per core on SMT machines), 40 kernels of
+//!   1 ms: 40 ms simulated, four cache-aware epochs. Upstream saw no change
+//!   on stream; this row is the negative control.
 //! * `hackbench.thread.g1.f4`, `hackbench.thread.g4.f4`: `hackbench -T`,
 //!   every child a thread of one process, at the sizes of upstream's
 //!   cache-aware runs (one group over a few fds): 8 threads, which fit
@@ -150,6 +154,7 @@ pub const ROWS: &[Row] = &[
     row("locality.split_pairs", "µs", Lower, "one process of 4 request/reply pairs, each client starting in LLC 0 and its server in LLC 1, unpinned: round trip p50"),
     row("locality.server_clients", "µs", Lower, "one process: a server and a client starting in each LLC (up to 4), unpinned: call p50"),
     row("locality.llc_overflow", "µs", Lower, "two processes of 2 threads with 12 MiB of shared data each, free to go anywhere: round p50"),
+    row("memory.stream", "µs", Lower, "stream under OpenMP, half as many threads as CPUs, nothing shared: kernel p50 (the negative control: every policy should read alike)"),
     row("locality.busy_process", "µs", Lower, "one process of one and a half LLCs' worth of busy threads, started scattered: round p50"),
 ];
 
@@ -338,6 +343,10 @@ pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), Scen
     match r.name {
         "hackbench.pipe.g1" => crate::field::hackbench(b, p, (1, 20, 50))?,
         "hackbench.pipe.g4" => crate::field::hackbench(b, p, (4, 20, 25))?,
+        "memory.stream" => {
+            let half = (b.topology().num_cpus() as u64 / 2).max(1);
+            crate::field::stream(b, p, half)?
+        }
         "hackbench.thread.g1.f4" => crate::field::hackbench_in(b, p, (1, 4, 10_000), "thread")?,
         "hackbench.thread.g4.f4" => crate::field::hackbench_in(b, p, (4, 4, 2_500), "thread")?,
         "schbench.m1.wakeup_p99" => {

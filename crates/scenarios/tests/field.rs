@@ -197,3 +197,33 @@ fn hackbench_process_mode_forks_processes_that_cache_aware_scheduling_leaves_alo
         );
     }
 }
+
+/// stream: every thread runs all 4 x ntimes kernels, each ended by the
+/// barrier, so thread 0 laps one kernel each time, and a kernel takes at
+/// least its run; the threads are one process that shares nothing.
+#[test]
+fn stream_runs_every_kernel_behind_a_barrier() {
+    let s = catalog::build(
+        "stream",
+        Some("amd-2x8"),
+        params(&["threads=6", "ntimes=3", "kernel_us=200"]),
+    )
+    .unwrap();
+    for seed in 1..=2 {
+        let o = Sim::new(&s.spec, seed).run();
+        let laps = &o.laps["kernel"];
+        assert_eq!(laps.len(), 12, "seed {seed}: 4 kernels x 3, one lap each");
+        assert!(
+            laps.iter().all(|&l| l >= 200_000),
+            "seed {seed}: a kernel takes at least its 200 us: {laps:?}"
+        );
+        let procs: std::collections::BTreeSet<&str> =
+            o.tasks.values().map(|t| t.process.as_str()).collect();
+        assert_eq!(procs.len(), 1, "seed {seed}: one process: {procs:?}");
+        assert!(
+            o.tasks.values().all(|t| t.exited_at.is_some()),
+            "seed {seed}: all exit"
+        );
+    }
+    assert_eq!(s.spec.processes.get("stream"), Some(&0), "nothing shared");
+}
