@@ -178,9 +178,8 @@ fn a_glob_that_matches_no_row_is_a_clear_error() {
     assert_eq!(code, 2);
     assert!(
         err.contains("unknown policy \"fast\"")
-            && err.contains(
-                "home, linux, linux-cas, linux-cas-wake, waker-streak, waker-streak+lb"
-            ),
+            && err
+                .contains("home, linux, linux-cas, linux-cas-wake, waker-streak, waker-streak+lb"),
         "{err}"
     );
 }

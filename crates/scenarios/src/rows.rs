@@ -38,6 +38,7 @@
 //! * `work.build_shaped.j16`: a parent spawns 16 children at a time that
 //!   compute 200 to 500 µs (child i: 200 + 20 i) and exit, and waits for
 //!   each exit as make does (`join_any`: any child, each exit wakes it);
+//!   each child is a process of its own (make forks and execs its jobs);
 //!   4 batches; µs for the build.
 //! * `hackbench.pipe.gN`: rt-tests' hackbench in pipe mode (the `hackbench`
 //!   built-in, `crate::field`) at a size the default machine runs in a few
@@ -517,7 +518,8 @@ pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), Scen
             for i in 0..16u64 {
                 let name = format!("job{i}");
                 b.program(&name, vec![run(200_000 + 20_000 * i), Op::Exit]);
-                batch.push(Op::Spawn { program: name });
+                // make forks (and execs) each job: a process of its own.
+                batch.push(Op::Fork { program: name });
             }
             batch.push(repeat(16, vec![Op::JoinAny]));
             main_thread(
