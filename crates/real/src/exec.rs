@@ -134,19 +134,12 @@ impl Proc {
         Ok(())
     }
 
-    /// Reaps every forked process nobody joined (a process waits for its
+    /// Reaps every process its tasks forked (a process waits for its
     /// children's reports before it writes its own).
     pub fn reap_all(&self) -> Result<(), String> {
         let left = std::mem::take(&mut *self.forked.lock().unwrap_or_else(|e| e.into_inner()));
         left.into_iter()
             .try_for_each(|(pid, fd)| self.reap(pid, fd))
-    }
-
-    /// Takes forked process `pid` off the list, to reap it.
-    fn unlist(&self, pid: i32) -> Option<i32> {
-        let mut f = self.forked.lock().unwrap_or_else(|e| e.into_inner());
-        let i = f.iter().position(|&(p, _)| p == pid)?;
-        Some(f.remove(i).1)
     }
 
     /// A spawned task's name: `parent.program`, numbered apart (`#k`)
@@ -255,10 +248,11 @@ fn proc_thread_cpu(tid: i32) -> Option<usize> {
     rest.split_whitespace().nth(36)?.parse().ok()
 }
 
-/// A spawned thread, or a forked process (by pid).
+/// A spawned thread, or a forked process (its pid is in
+/// [`Proc`]'s list of forks, reaped when the process ends).
 enum Child {
     Thread(std::thread::JoinHandle<()>),
-    Process(i32),
+    Process,
 }
 
 /// Starts a task's thread in this process: `slot` holds it, `prog` is its
@@ -651,6 +645,9 @@ impl Task<'_> {
             Instr::Join => {
                 if let Some((child, c)) = self.children.pop_front() {
                     objs.kernel_wait(me, child);
+                    if matches!(c, Child::Process) {
+                        self.until_exited(child);
+                    }
                     self.reap(c)?;
                     self.objs.running(me);
                 }
@@ -697,14 +694,31 @@ impl Task<'_> {
         Ok(())
     }
 
-    /// `pthread_join` a thread; `waitpid` a process, its report read.
+    /// Sleeps until the child in slot `child` has exited (each exit bumps
+    /// this task's `EXITS` word and wakes it).
+    fn until_exited(&self, child: usize) {
+        let shm = &self.run.shm;
+        let exits = shm.slot(self.me, slot::EXITS);
+        loop {
+            let seen = exits.load(Acquire);
+            if State::of(shm.slot(child, slot::STATE).load(Acquire)) == State::Exited {
+                return;
+            }
+            sys::futex_wait(exits, seen, None);
+        }
+    }
+
+    /// `pthread_join` a thread. A forked process is joined when its
+    /// program has ended (its task's thread has exited: the slot says so),
+    /// as the simulator's join; its report is read and the process
+    /// `waitpid`ed when this process ends ([`Proc::reap_all`]), so the
+    /// executor's own reporting (a manager's wake, the records over a
+    /// pipe, a larger process's teardown) stays out of the workload's time.
+    /// Simplified: `wait(2)` would also wait for the process's teardown.
     fn reap(&self, c: Child) -> Result<(), String> {
         match c {
             Child::Thread(h) => h.join().map_err(|_| "a joined thread panicked".to_string()),
-            Child::Process(pid) => match self.proc.unlist(pid) {
-                Some(fd) => self.proc.reap(pid, fd),
-                None => Ok(()),
-            },
+            Child::Process => Ok(()),
         }
     }
 
@@ -724,7 +738,10 @@ impl Task<'_> {
         shm.slot(s, slot::PARENT).store(self.me as u32 + 1, Relaxed);
         let prog = self.run.tasks.len() + p;
         let child = if fork {
-            Child::Process(self.fork(s, prog, name)?)
+            {
+                self.fork(s, prog, name)?;
+                Child::Process
+            }
         } else {
             Child::Thread(
                 start(self.run, self.proc, s, prog, name, None)

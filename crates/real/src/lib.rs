@@ -24,7 +24,7 @@
 //! | `timer` | `clock_nanosleep` with `TIMER_ABSTIME` to the timer's next expiry (the simulator's `Timer` rule) |
 //! | `io` | a `pread` of 4 KiB at a random page of a 16 MiB file the run writes and removes. On this machine the file sits in the page cache, so an `io` is a syscall and a copy, not a device wait: its `ns` is not used |
 //! | `spawn` / `join` / `join_any` / `exit` | a thread of the same process; `join` is `pthread_join`; `join_any` waits until any child has exited |
-//! | `fork` | `fork(2)` from the task's thread: a process of its own, which runs the program on a thread and reports its records to its parent over a pipe; `join` reads that report and `waitpid`s it |
+//! | `fork` | `fork(2)` from the task's thread: a process of its own, which runs the program on a thread and reports its records to its parent over a pipe; `join` and `join_any` return when the child's program has ended, and the process is `waitpid`ed, its report read, when its parent process ends (the executor's reporting stays out of the workload's time; `wait(2)` would also include the child's teardown) |
 //! | `yield` | `sched_yield` |
 //! | `affinity` | `sched_setaffinity` on the calling thread |
 //! | `leave` | nothing: Linux has no "leaving" bit; a thread's wakes name it until it exits |
