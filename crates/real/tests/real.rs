@@ -286,6 +286,37 @@ program = [{ lock = { lock = "y" } }, { sleep = 2000000 }, { lock = { lock = "x"
     );
 }
 
+/// A forked child that waits for ever: the run stalls, the report names
+/// the parent waiting on the child and the child on its futex, and neither
+/// the scenario's process nor the forked one outlives the run.
+#[test]
+fn a_stalled_forked_child_is_reported_and_left_nowhere() {
+    let _one = serial();
+    let s = scenario(
+        "forkstall",
+        "run_ms = 20000\n",
+        r#"
+[programs]
+child = [{ futex_wait = { futex = "never" } }]
+
+[[task]]
+name = "main"
+cpu = 0
+program = [{ fork = { program = "child" } }, "join"]
+"#,
+    );
+    let o = real(&s, false);
+    let st = o.outcome.stall.as_ref().expect("a child waiting for ever is a stall");
+    let text = st.to_string();
+    assert!(
+        text.contains("main waits on child main.child to exit (join)")
+            && text.contains("main.child waits on a wake of futex \"never\""),
+        "who waits on what, across the fork: {text}"
+    );
+    let left: Vec<i32> = schedlab_real::sys::descendants(&[std::process::id() as i32]);
+    assert!(left.is_empty(), "processes outlived the run: {left:?}");
+}
+
 #[test]
 fn a_cpu_this_machine_lacks_is_refused_at_its_place() {
     let dir = std::env::temp_dir().join(format!("schedlab-real-cpu-{}", std::process::id()));
