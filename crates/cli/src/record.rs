@@ -117,19 +117,20 @@ struct ProcessEntry {
     name: String,
 }
 
-/// `v` as one line of TOML (an inline table, array or value).
+/// `v` as one line of TOML (an inline table, array or value), with no
+/// spaces: a replay holds hundreds of thousands of these.
 fn inline(v: &toml::Value) -> String {
     match v {
         toml::Value::Table(t) => {
             let kv: Vec<String> = t
                 .iter()
-                .map(|(k, v)| format!("{k} = {}", inline(v)))
+                .map(|(k, v)| format!("{k}={}", inline(v)))
                 .collect();
-            format!("{{ {} }}", kv.join(", "))
+            format!("{{{}}}", kv.join(","))
         }
         toml::Value::Array(a) => {
             let items: Vec<String> = a.iter().map(inline).collect();
-            format!("[{}]", items.join(", "))
+            format!("[{}]", items.join(","))
         }
         v => v.to_string(),
     }

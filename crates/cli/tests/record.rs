@@ -65,7 +65,9 @@ fn a_recorded_pipeline_replays_with_its_wake_edges() {
             e["wakee"].as_str().unwrap(),
             e["wakes"].as_u64().unwrap() as usize,
         );
-        let pipe = format!("{w}>{t}");
+        // Edges go by the threads' tids (`comm-TID`).
+        let tid = |n: &str| n.rsplit_once('-').map_or(n, |(_, t)| t).to_string();
+        let pipe = format!("{}>{}", tid(w), tid(t));
         assert_eq!(
             (
                 ops(&replay, w, "pipe_write", &pipe),

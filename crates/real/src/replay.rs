@@ -124,9 +124,23 @@ impl Thread {
     }
 }
 
-/// The pipe a wake edge from `w` to `t` goes through.
+/// The pipe a wake edge from `w` to `t` goes through: `W>T`, each thread
+/// by its thread id when its name ends in one (`comm-TID`, as recordings
+/// name threads), else by its name. Tids keep a replay of hundreds of
+/// thousands of edges small, and each still names its threads.
 pub fn edge(names: &BTreeMap<TaskId, String>, w: TaskId, t: TaskId) -> String {
-    format!("{}>{}", name(names, w), name(names, t))
+    format!("{}>{}", short(names, w), short(names, t))
+}
+
+/// A thread's tid from its `comm-TID` name, or the whole name.
+fn short(names: &BTreeMap<TaskId, String>, t: TaskId) -> String {
+    let n = name(names, t);
+    match n.rsplit_once('-') {
+        Some((_, tid)) if !tid.is_empty() && tid.bytes().all(|b| b.is_ascii_digit()) => {
+            tid.to_string()
+        }
+        _ => n,
+    }
 }
 
 fn name(names: &BTreeMap<TaskId, String>, t: TaskId) -> String {
@@ -230,7 +244,7 @@ pub fn convert(
                 if !(th.contains_key(&p) && th.contains_key(&c)) {
                     continue;
                 }
-                let f = format!("fork>{}", name(names, c));
+                let f = format!("fork>{}", short(names, c));
                 let ps = th.get_mut(&p).expect("ours");
                 ps.flush(at);
                 ps.program.push(wake_of(f.clone()));
