@@ -306,7 +306,11 @@ program = [{ fork = { program = "child" } }, "join"]
 "#,
     );
     let o = real(&s, false);
-    let st = o.outcome.stall.as_ref().expect("a child waiting for ever is a stall");
+    let st = o
+        .outcome
+        .stall
+        .as_ref()
+        .expect("a child waiting for ever is a stall");
     let text = st.to_string();
     assert!(
         text.contains("main waits on child main.child to exit (join)")
