@@ -200,3 +200,46 @@ fn linux_cas_keeps_a_hackbench_thread_group_together_where_linux_splits_it() {
         );
     }
 }
+
+/// The EPYC 9T24 VM report's shape (8 CCXs of 16 vCPUs) and an 8-thread
+/// busy process started one thread per CCX: steering wakes toward the
+/// preferred LLC (`linux-cas-wake`) gathers it into one CCX within 100
+/// rounds, and its rounds are shorter (the shared data stays warm); the
+/// balance path (`linux-cas`) leaves it scattered: no CPU of the preferred
+/// CCX balances (its idle CPUs are tickless here, and one busy CPU per LLC
+/// triggers no kick), so not one pull is asked for. docs/FINDINGS.md
+/// holds this against upstream's report, which saw the process gathered.
+#[test]
+fn on_the_9t24_vm_wake_steering_gathers_a_busy_process_the_balancer_leaves_scattered() {
+    let p = ["threads=8", "rounds=100"];
+    for seed in 1..=3 {
+        let cas = run(
+            "busy_process",
+            "epyc-9t24-vm",
+            &[&p[..], &["policy=linux-cas"]].concat(),
+            seed,
+        );
+        let wake = run(
+            "busy_process",
+            "epyc-9t24-vm",
+            &[&p[..], &["policy=linux-cas-wake"]].concat(),
+            seed,
+        );
+        assert_eq!(
+            (cas.get("end_llcs"), cas.get("balance.pulls")),
+            (8.0, 0.0),
+            "seed {seed}: linux-cas leaves the eight threads in eight CCXs and asks for no pull"
+        );
+        assert_eq!(
+            wake.get("end_llcs"),
+            1.0,
+            "seed {seed}: linux-cas-wake gathers the process into one CCX"
+        );
+        assert!(
+            wake.get("round_us") < 0.8 * cas.get("round_us"),
+            "seed {seed}: gathered rounds {:.0} us against scattered {:.0} us: expected under 0.8",
+            wake.get("round_us"),
+            cas.get("round_us")
+        );
+    }
+}
