@@ -243,3 +243,85 @@ fn on_the_9t24_vm_wake_steering_gathers_a_busy_process_the_balancer_leaves_scatt
         );
     }
 }
+
+/// Upstream's reason for turning cache-aware wake-up off by default
+/// ("stacking wakees of the same process on the same LLC, if they are
+/// frequently woken up"), on genoa-96: schbench with two message threads of
+/// four workers, one process. `linux-cas-wake` steers the woken workers
+/// into the preferred LLC (wake-path moves `linux-cas` does not make),
+/// where they queue behind one another: wakeup p99 several times
+/// `linux-cas`'s.
+#[test]
+fn wake_steering_stacks_schbench_s_workers_in_one_llc() {
+    for seed in 1..=2 {
+        let cas = run(
+            "schbench.m2.t4.wakeup_p99",
+            "genoa-96",
+            &["policy=linux-cas"],
+            seed,
+        );
+        let wake = run(
+            "schbench.m2.t4.wakeup_p99",
+            "genoa-96",
+            &["policy=linux-cas-wake"],
+            seed,
+        );
+        assert_eq!(
+            cas.get("moves.policy"),
+            0.0,
+            "seed {seed}: linux-cas's wake path moves none"
+        );
+        assert!(
+            wake.get("moves.policy") >= 5.0,
+            "seed {seed}: linux-cas-wake steers wakes into the preferred LLC: {} moves",
+            wake.get("moves.policy")
+        );
+        assert!(
+            wake.get("wakeup_p99_us") > 5.0 * cas.get("wakeup_p99_us"),
+            "seed {seed}: wakeup p99 {:.1} us stacked against {:.1} us: expected over 5x",
+            wake.get("wakeup_p99_us"),
+            cas.get("wakeup_p99_us")
+        );
+    }
+}
+
+/// Upstream's "bouncing": aggregation at wake-up against Linux's balancer.
+/// On milan-4n-128's schbench.m2.t4 the seed's rule alone moves a few
+/// workers into their message thread's LLC and they stay; beside Linux's
+/// balancer (`waker-streak+lb`) active balances push them out and the rule
+/// pulls them back, many times in 200 ms, and the wakeup p99 grows.
+#[test]
+fn the_rule_beside_linux_s_balancer_bounces_workers() {
+    for seed in 1..=2 {
+        let alone = run(
+            "schbench.m2.t4.wakeup_p99",
+            "milan-4n-128",
+            &["policy=waker-streak"],
+            seed,
+        );
+        let lb = run(
+            "schbench.m2.t4.wakeup_p99",
+            "milan-4n-128",
+            &["policy=waker-streak+lb"],
+            seed,
+        );
+        assert!(
+            lb.get("balance.active") >= 5.0 && alone.get("balance.active") == 0.0,
+            "seed {seed}: Linux's balancer pushes gathered workers out: {} active balances (alone: {})",
+            lb.get("balance.active"),
+            alone.get("balance.active")
+        );
+        assert!(
+            lb.get("moves.waker_rule") >= 2.0 * alone.get("moves.waker_rule"),
+            "seed {seed}: and the rule gathers them again: {} rule moves against {} alone",
+            lb.get("moves.waker_rule"),
+            alone.get("moves.waker_rule")
+        );
+        assert!(
+            lb.get("wakeup_p99_us") > 3.0 * alone.get("wakeup_p99_us"),
+            "seed {seed}: wakeup p99 {:.1} us bouncing against {:.1} us: expected over 3x",
+            lb.get("wakeup_p99_us"),
+            alone.get("wakeup_p99_us")
+        );
+    }
+}
