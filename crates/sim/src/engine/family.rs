@@ -88,6 +88,15 @@ impl<P: Policy> Engine<P> {
         id
     }
 
+    /// The name the next task called `base` gets: `base`, then `base#1`,
+    /// `base#2`, ...
+    fn numbered(&self, base: &str) -> String {
+        match self.names.get(base).copied().unwrap_or(0) {
+            0 => base.to_string(),
+            k => format!("{base}#{k}"),
+        }
+    }
+
     pub(super) fn add_task(
         &mut self,
         id: TaskId,
@@ -97,14 +106,9 @@ impl<P: Policy> Engine<P> {
         spec: TaskSpec,
     ) {
         let spec = self.intern_spec(spec);
-        let k = self.names.entry(name.to_string()).or_insert(0);
-        let name = if *k == 0 {
-            name.to_string()
-        } else {
-            format!("{name}#{k}")
-        };
-        *self.names.get_mut(name.split('#').next().unwrap()).unwrap() += 1;
-        self.rec.out.task_names.insert(id.0, name);
+        let unique = self.numbered(name);
+        *self.names.entry(name.to_string()).or_insert(0) += 1;
+        self.rec.out.task_names.insert(id.0, unique);
         self.tasks.insert(id, SimTask::new(code, working_set, spec));
         self.live += 1;
     }
@@ -139,13 +143,8 @@ impl<P: Policy> Engine<P> {
             };
         let mut spec = self.specs[spec_id as usize];
         let process = if fork {
-            // Named as `add_task` will number it.
-            let k = self.names.get(&name).copied().unwrap_or(0);
-            let unique = if k == 0 {
-                name.clone()
-            } else {
-                format!("{name}#{k}")
-            };
+            // Named after the child, as `add_task` will number it.
+            let unique = self.numbered(&name);
             self.new_process(&unique)
         } else {
             process
