@@ -38,6 +38,7 @@ declare -A what=(
   [flags-not-counted]="waker-streak:K:flags: a consumed flag does not reach the streak"
   [no-task-hot]="linux balancer: task_hot() never holds a task back"
   [fork-joins-parent]="processes: a forked child joins its parent's process, as a spawned thread does"
+  [on-waker-drops-rules]="OnWaker forwards neither the spawn rule nor the balancer of the policy it wraps"
   [cas-wake-never]="linux-cas-wake: select_cache_cpu() always keeps prev (no steering at wake)"
   [lb-not-brought]="waker-streak+lb: the policy does not bring Linux's balancer"
   [cas-no-overload-guard]="linux-cas: no thread-count or utilization guard (always toward the preferred LLC, never out of it)"

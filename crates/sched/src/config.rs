@@ -33,10 +33,6 @@ impl BalanceKind {
         }
     }
 
-    pub fn is_linux(self) -> bool {
-        !matches!(self, BalanceKind::Seed)
-    }
-
     /// The cache-aware tunables, when cache-aware scheduling is on.
     pub fn cas(self) -> Option<CasTunables> {
         match self {

@@ -40,6 +40,7 @@ use alloc::vec::Vec;
 
 use schedlab_topology::{CpuId, LlcId};
 
+use crate::balancer::{Balancer, Builtin, Cx, Request, Requests};
 use crate::doorbell::IdleDepth;
 use crate::effects::{Counters, Effects, Kick, Park, PlaceReason, Switch, Trace, WakeCause};
 use crate::fair::Entity;
@@ -67,10 +68,26 @@ pub struct Spawned {
     pub effects: Effects,
 }
 
-/// One CPU's scheduler state, generic over its placement policy `P`.
-pub struct CpuSched<P: Policy> {
+/// A balancer hook's [`Cx`] for CPU `$s` (fields borrowed one by one, so
+/// the balancer itself stays free to borrow mutably).
+macro_rules! cx {
+    ($s:ident, $sh:expr) => {
+        Cx {
+            cpu: $s.id,
+            sh: $sh,
+            rq: &$s.rq,
+            pushing: $s.pushing,
+            counters: &mut $s.counters,
+        }
+    };
+}
+
+/// One CPU's scheduler state, generic over its placement policy `P` and
+/// its load balancer `B` (by default the built-in one the config names).
+pub struct CpuSched<P: Policy, B: Balancer = Builtin> {
     pub(crate) id: CpuId,
     pub(crate) policy: P,
+    pub(crate) balancer: B,
     spawn: MachineSpawn,
     pub(crate) rq: RunQueue<P::TaskState>,
     /// Tasks that parked here; each one's entity waits in its task slot
@@ -85,25 +102,28 @@ pub struct CpuSched<P: Policy> {
     /// The mailbox's messages while a pass handles them: swapped with the
     /// mailbox, so neither gives its capacity up.
     mail: VecDeque<Msg<P::TaskState>>,
-    last_balance: u64,
     /// The core-wide selection this CPU last ran (`rq->core_sched_seq`).
     pub(crate) sched_seq: u64,
     pub(crate) core_sched: bool,
     pub(crate) counters: Counters,
-    /// Linux's balancer: what only this CPU reads (`avg_idle`, the active
-    /// balance it owes).
-    pub(crate) lb_own: crate::linux::balance::LbOwn,
+    /// The running task the stopper pushes to a CPU at the next pick, as
+    /// the balancer asked ([`Request::PushRunning`]).
+    pub(crate) pushing: Option<(TaskId, CpuId)>,
 }
 
-impl<P: Policy> CpuSched<P> {
+impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// The schedulers of every CPU of `sh`'s machine, one per CPU, each with
-    /// its own copy of `policy`, for the host to hand out.
-    pub fn for_machine(sh: &Shared<P::TaskState>, policy: P) -> Vec<CpuSched<P>> {
+    /// its own copy of `policy` and its CPU's balancer, for the host to
+    /// hand out.
+    pub fn for_machine(sh: &Shared<P::TaskState>, policy: P) -> Vec<CpuSched<P, B>> {
+        let balancers = B::for_machine(sh.topology(), sh.config(), sh.task_capacity());
         sh.topology()
             .cpu_ids()
-            .map(|id| CpuSched {
+            .zip(balancers)
+            .map(|(id, balancer)| CpuSched {
                 id,
                 policy: policy.clone(),
+                balancer,
                 spawn: MachineSpawn::new(sh.config().spawn, id),
                 rq: RunQueue::new(sh.config().fair),
                 parked: IdSet::default(),
@@ -113,15 +133,10 @@ impl<P: Policy> CpuSched<P> {
                 irq_depth: 0,
                 steal_pending: false,
                 mail: VecDeque::new(),
-                last_balance: 0,
                 sched_seq: 0,
                 core_sched: sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
                 counters: Counters::default(),
-                lb_own: crate::linux::balance::LbOwn::new(
-                    sh.topology(),
-                    id,
-                    sh.config().balance.migration_cost_ns,
-                ),
+                pushing: None,
             })
             .collect()
     }
@@ -246,7 +261,7 @@ impl<P: Policy> CpuSched<P> {
         if mask.is_empty() {
             return Err(SpawnError::EmptyMask);
         }
-        let m = sh.machine(self.id, now);
+        let m = sh.machine(self.id, now).with_llcs(&self.balancer);
         let target = self
             .policy
             .place_new(&m, self.id, &mask)
@@ -290,7 +305,9 @@ impl<P: Policy> CpuSched<P> {
             pref_cpu: None,
             cache_acct: 0,
         });
-        self.count_thread(sh, spec.process, 1);
+        if let Some(p) = spec.process {
+            self.balancer.threads(topo, p, 1);
+        }
         let mut fx = Effects::default();
         fx.trace.push(Trace::Place {
             task: id,
@@ -398,7 +415,7 @@ impl<P: Policy> CpuSched<P> {
         slot.park.commit();
         if let Parked::FlagConsumed { waker_llc } = slot.park.finish_park() {
             if let Some(l) = waker_llc {
-                let m = sh.machine(self.id, now);
+                let m = sh.machine(self.id, now).with_llcs(&self.balancer);
                 self.policy
                     .flag_consumed(&m, LlcId::from_raw(l), &mut task.policy);
             }
@@ -412,7 +429,7 @@ impl<P: Policy> CpuSched<P> {
             return fx;
         }
         self.rq.dequeue_running(&mut task, now);
-        self.account_cache(sh, &mut task, now);
+        self.balancer.ran(self.id, sh.topology(), &mut task, now);
         task.sleep_deadline = deadline;
         let id = task.id;
         if let Some(d) = deadline {
@@ -481,8 +498,10 @@ impl<P: Policy> CpuSched<P> {
         }
         let mut t = self.rq.current.take().expect("checked");
         self.rq.dequeue_running(&mut t, now);
-        self.account_cache(sh, &mut t, now);
-        self.count_thread(sh, t.process, -1);
+        self.balancer.ran(self.id, sh.topology(), &mut t, now);
+        if let Some(p) = t.process {
+            self.balancer.threads(sh.topology(), p, -1);
+        }
         sh.slot(task).park.set(TaskState::Running, TaskState::Dead);
         fx.trace.push(Trace::Exited { task });
         self.pass_after(sh, now, idle, &mut fx);
@@ -524,14 +543,13 @@ impl<P: Policy> CpuSched<P> {
             .as_mut()
             .filter(|t| !t.is_rt())
             .is_some_and(|t| t.fair.update_curr_asks(now, others));
-        let b = sh.config().balance;
-        if b.kind.is_linux() {
-            if b.periodic {
-                self.linux_tick(sh, now, &mut fx);
+        if sh.config().balance.periodic {
+            let req = self.balancer.tick(&mut cx!(self, sh), now);
+            self.carry_out(sh, req, &mut fx);
+            if let Some(t) = self.rq.current.as_mut() {
+                let topo = sh.topology();
+                (self.balancer).tick_running(self.id, topo, &mut self.counters, t, now);
             }
-        } else if b.periodic && now.saturating_sub(self.last_balance) >= b.interval_ns {
-            self.last_balance = now;
-            self.push_balance(sh, now, &mut fx);
         }
         // `task_tick_core()`: alone beside a forced-idle sibling, give way
         // once half the slice is used (MIN_NR_TASKS_DURING_FORCEIDLE = 2).
@@ -611,9 +629,7 @@ impl<P: Policy> CpuSched<P> {
                 continue;
             }
             if let Some(next) = self.schedule(sh, now, fx) {
-                if sh.config().balance.kind.is_linux() {
-                    self.linux_idle_ended(sh, now);
-                }
+                self.balancer.idle_ended(&mut cx!(self, sh), now);
                 fx.switch = Some(Switch::Run(next));
                 break;
             }
@@ -621,14 +637,12 @@ impl<P: Policy> CpuSched<P> {
                 // Forced idle: the core runs another cookie than the work
                 // waiting here (`queue_core_balance()`).
                 self.steal_cookie(sh, fx);
-            } else if sh.config().balance.newidle {
-                if sh.config().balance.kind.is_linux() {
-                    // Others read what this CPU has now: nothing.
-                    self.publish(sh);
-                    self.linux_newidle(sh, now, fx);
-                } else {
-                    self.try_steal(sh, fx);
-                }
+            } else if sh.config().balance.newidle && !self.steal_pending {
+                // Others read what this CPU has now: nothing.
+                self.publish(sh);
+                let req = self.balancer.newly_idle(&mut cx!(self, sh), now);
+                self.steal_pending = !req.is_empty();
+                self.carry_out(sh, req, fx);
             }
             sh.doorbell(self.id).sleep(idle);
             if sh.has_mail(self.id) {
@@ -653,9 +667,22 @@ impl<P: Policy> CpuSched<P> {
         match msg {
             Msg::Wake { task, cause } => self.handle_wake(sh, task, cause, now, fx),
             Msg::Adopt { task, reason } => self.adopt(sh, task, reason, now, fx),
-            Msg::StealRequest { thief, cookie } => self.give_to(sh, thief, cookie, now, fx),
-            Msg::Pull { pull } => self.handle_pull(sh, *pull, now, fx),
-            Msg::NohzKick => self.nohz_idle_balance(sh, now, fx),
+            Msg::StealRequest {
+                thief,
+                cookie: Some(c),
+            } => self.give_cookie(sh, thief, c, fx),
+            Msg::StealRequest {
+                thief,
+                cookie: None,
+            } => {
+                let req = self.balancer.asked(&mut cx!(self, sh), thief, now);
+                self.carry_out(sh, req, fx);
+            }
+            Msg::Balance(msg) => {
+                let msg = crate::balancer::unbox::<B::Msg>(msg);
+                let req = self.balancer.handle(&mut cx!(self, sh), msg, now);
+                self.carry_out(sh, req, fx);
+            }
             Msg::Kill { .. } | Msg::Stop { .. } | Msg::Continue { .. } | Msg::SetMask { .. } => {
                 self.handle_lifecycle(sh, msg, now, fx)
             }
@@ -744,11 +771,44 @@ impl<P: Policy> CpuSched<P> {
         let fair =
             self.rq.fair.len() + self.rq.current.as_ref().is_some_and(|t| !t.is_rt()) as usize;
         sh.set_fair_nr(self.id, fair as u32);
-        if sh.config().balance.kind.cas().is_some() {
-            self.publish_cas(sh);
-        }
+        self.balancer.publish(&cx!(self, sh));
         sh.set_pelt(self.id, &self.rq.avg);
         self.publish_core(sh);
+    }
+
+    /// Carries out a balancer's requests in order (see [`crate::balancer`]);
+    /// when a task moved, publishes the new load.
+    fn carry_out(&mut self, sh: &Shared<P::TaskState>, req: Requests<B::Msg>, fx: &mut Effects) {
+        let mut moved = false;
+        for r in req.0 {
+            match r {
+                Request::Send { task, to, reason } => {
+                    let t = self
+                        .rq
+                        .take_queued(task)
+                        .expect("a balancer sends a task queued here");
+                    self.send(sh, t, to, reason, TaskState::Queued, fx);
+                    moved = true;
+                }
+                Request::Post { to, msg } => {
+                    let k = sh.post(Some(self.id), to, Msg::Balance(alloc::boxed::Box::new(msg)));
+                    self.kick(k, fx);
+                }
+                Request::Ask { victim } => self.ask(sh, victim, None, fx),
+                Request::PushRunning { task, to } => {
+                    self.pushing = Some((task, to));
+                    self.resched(Resched(task), fx);
+                }
+            }
+        }
+        if moved {
+            self.publish(sh);
+        }
+    }
+
+    /// Whether this CPU, idle, keeps its tick (its balancer says so).
+    pub fn keeps_idle_tick(&self, sh: &Shared<P::TaskState>) -> bool {
+        self.balancer.keeps_idle_tick(sh.config())
     }
 
     /// Whether this CPU holds `task` (running, queued, held, or parked with

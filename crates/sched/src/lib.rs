@@ -44,7 +44,9 @@ extern crate alloc;
 extern crate std;
 
 mod balance;
+pub mod balancer;
 pub mod config;
+mod cookie;
 pub(crate) mod coresched;
 pub mod cpu;
 pub mod doorbell;
@@ -66,6 +68,7 @@ pub mod task;
 pub mod testhost;
 mod wake;
 
+pub use balancer::{Balancer, Builtin, Cx, Request, Requests};
 pub use config::{Balance, BalanceKind, CasTunables, Config, SpawnPolicy};
 pub use cpu::{CpuSched, Holding, Spawned};
 pub use doorbell::{IdleDepth, KickKind};

@@ -24,6 +24,7 @@
 
 use schedlab_topology::CpuSet;
 
+use crate::balancer::Balancer;
 use crate::effects::{Effects, WakeCause};
 use crate::park::TaskState;
 use crate::policy::Policy;
@@ -32,7 +33,7 @@ use crate::shared::{Msg, Shared};
 use crate::task::{Task, TaskId};
 use crate::CpuSched;
 
-impl<P: Policy> CpuSched<P> {
+impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// Kills `target`: it runs only to its exit (the host checks
     /// [`Shared::is_killed`] before each of its steps).
     pub fn kill(&mut self, sh: &Shared<P::TaskState>, target: TaskId, now: u64) -> Effects {
@@ -178,11 +179,7 @@ impl<P: Policy> CpuSched<P> {
                     }
                 }
             }
-            Msg::Wake { .. }
-            | Msg::Adopt { .. }
-            | Msg::StealRequest { .. }
-            | Msg::Pull { .. }
-            | Msg::NohzKick => {
+            Msg::Wake { .. } | Msg::Adopt { .. } | Msg::StealRequest { .. } | Msg::Balance(_) => {
                 unreachable!("not a lifecycle message")
             }
         }

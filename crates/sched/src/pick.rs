@@ -5,6 +5,7 @@
 
 use alloc::vec::Vec;
 
+use crate::balancer::Balancer;
 use crate::coresched::{CorePick, CoreState, RqView, View};
 use crate::effects::Effects;
 use crate::park::TaskState;
@@ -23,7 +24,7 @@ pub(crate) enum Next {
     Idle,
 }
 
-impl<P: Policy> CpuSched<P> {
+impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// Picks what runs next; the running task competes. `None`: idle.
     pub(crate) fn schedule(
         &mut self,
@@ -34,11 +35,10 @@ impl<P: Policy> CpuSched<P> {
         let resched = core::mem::take(&mut self.need_resched);
         self.rq.update_curr(now);
         if self
-            .lb_own
-            .active_push
+            .pushing
             .is_some_and(|(id, _)| self.current() != Some(id))
         {
-            self.lb_own.active_push = None;
+            self.pushing = None;
         }
         let runnable = self.running().is_some();
         if runnable && !resched {
@@ -66,7 +66,7 @@ impl<P: Policy> CpuSched<P> {
     /// The running task, when it may go on running here (not stopped, in
     /// its mask).
     fn running(&self) -> Option<&Task<P::TaskState>> {
-        let pushed = self.lb_own.active_push.map(|(id, _)| id);
+        let pushed = self.pushing.map(|(id, _)| id);
         self.rq
             .current
             .as_ref()
@@ -140,8 +140,8 @@ impl<P: Policy> CpuSched<P> {
         self.rq.sync_pelt();
         if let Some(mut prev) = self.rq.current.take() {
             prev.last_ran = now;
-            self.account_cache(sh, &mut prev, now);
-            let push = self.lb_own.active_push.take();
+            self.balancer.ran(self.id, sh.topology(), &mut prev, now);
+            let push = self.pushing.take();
             sh.slot(prev.id)
                 .park
                 .set(TaskState::Running, TaskState::Queued);

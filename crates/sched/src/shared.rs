@@ -54,13 +54,9 @@ pub(crate) enum Msg<S> {
         thief: CpuId,
         cookie: Option<u64>,
     },
-    /// Linux's balancer: the busiest CPU found by a balance pass is asked
-    /// to detach tasks for `pull.dst` (`detach_tasks()` on its own queue).
-    Pull {
-        pull: alloc::boxed::Box<crate::linux::balance::Pull>,
-    },
-    /// `kick_ilb()`: balance on behalf of the tickless idle CPUs.
-    NohzKick,
+    /// The balancer's own message ([`crate::balancer`]), boxed: its type
+    /// is the balancer's.
+    Balance(crate::balancer::Boxed),
 }
 
 impl<S> Msg<S> {
@@ -73,7 +69,7 @@ impl<S> Msg<S> {
             | Msg::Continue { task }
             | Msg::SetMask { task, .. } => Some(*task),
             Msg::Adopt { task, .. } => Some(task.id),
-            Msg::StealRequest { .. } | Msg::Pull { .. } | Msg::NohzKick => None,
+            Msg::StealRequest { .. } | Msg::Balance(_) => None,
         }
     }
 }
@@ -145,20 +141,6 @@ pub struct Shared<S> {
     overloaded: Vec<AtomicU64>,
     /// Per SMT core (by ordinal), its shared state.
     cores: Vec<Mutex<CoreState>>,
-    /// Per CPU, the state Linux's balancer keeps for it (its domains'
-    /// intervals and failures, which the idle load balancer updates on its
-    /// behalf as Linux's does; cache-aware occupancy and counts): Linux's
-    /// balancers only.
-    pub(crate) lb: Vec<Mutex<crate::linux::balance::LbCpu>>,
-    /// Per LLC (ordinal), its utilization and capacity as periodic
-    /// balancing last recorded them (`sd_llc_shared->util_avg`,
-    /// `->capacity`): cache-aware scheduling only.
-    pub(crate) llc_stats: Vec<(AtomicU64, AtomicU64)>,
-    /// Per process id, its cache state (`mm->sc_stat`) behind its own lock:
-    /// cache-aware scheduling only.
-    pub(crate) procs: Vec<Mutex<Option<crate::linux::cas::ProcCache>>>,
-    /// `nohz.next_balance`, ns.
-    pub(crate) nohz_next: AtomicU64,
 }
 
 impl<S: PolicyState> Shared<S> {
@@ -201,26 +183,6 @@ impl<S: PolicyState> Shared<S> {
             next_task: AtomicU32::new(0),
             overloaded: (0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             cores,
-            lb: if config.balance.kind.is_linux() {
-                topo.cpu_ids()
-                    .map(|c| Mutex::new(crate::linux::balance::LbCpu::new(&topo, c, &config)))
-                    .collect()
-            } else {
-                Vec::new()
-            },
-            llc_stats: match config.balance.kind.cas() {
-                Some(_) => topo
-                    .llcs()
-                    .iter()
-                    .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
-                    .collect(),
-                None => Vec::new(),
-            },
-            procs: match config.balance.kind.cas() {
-                Some(_) => (0..max_tasks).map(|_| Mutex::new(None)).collect(),
-                None => Vec::new(),
-            },
-            nohz_next: AtomicU64::new(0),
             topo,
             config,
         }
@@ -240,7 +202,7 @@ impl<S: PolicyState> Shared<S> {
             topo: &self.topo,
             config: &self.config,
             doors: &self.cpus,
-            llc_stats: &self.llc_stats,
+            llcs: None,
             cpu,
             now,
         }

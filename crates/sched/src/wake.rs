@@ -47,6 +47,7 @@
 
 use schedlab_topology::CpuId;
 
+use crate::balancer::Balancer;
 use crate::effects::{Effects, PlaceReason, Trace, WakeCause};
 use crate::park::{Delivery, TaskState};
 use crate::policy::{nearest_in_mask, Decides, Decision, Policy, PolicyState, Wake};
@@ -55,7 +56,7 @@ use crate::sync::spin_wait;
 use crate::task::{Task, TaskId};
 use crate::CpuSched;
 
-impl<P: Policy> CpuSched<P> {
+impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// Steps 2 and 3 for a wake posted on this CPU.
     pub(crate) fn deliver(
         &mut self,
@@ -70,7 +71,7 @@ impl<P: Policy> CpuSched<P> {
             .filter(|_| self.policy.counts_flags())
             .map(|w| sh.topology().llc_id(w).index() as u16);
         let delivery = sh.deliver_from(task, flag_llc);
-        let m = sh.machine(self.id, now);
+        let m = sh.machine(self.id, now).with_llcs(&self.balancer);
         let waker_state = match cause.waker {
             Some(_) => self.rq.current.as_mut().map(|t| &mut t.policy),
             None => None,
@@ -159,7 +160,7 @@ impl<P: Policy> CpuSched<P> {
             prev_busy,
             cause,
         };
-        let m = sh.machine(self.id, now);
+        let m = sh.machine(self.id, now).with_llcs(&self.balancer);
         self.policy.wake_parked(&m, &wake, &mut task.policy);
         if cause.waker.is_some() {
             self.counters.wakes_counted += 1;

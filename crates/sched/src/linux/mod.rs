@@ -56,6 +56,7 @@
 //! names a balancer.
 
 pub mod balance;
+pub mod cache;
 pub mod cas;
 pub mod fork;
 pub mod lb;

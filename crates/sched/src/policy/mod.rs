@@ -60,8 +60,6 @@
 use core::fmt;
 use core::str::FromStr;
 
-use alloc::string::String;
-
 use schedlab_topology::{CpuId, CpuSet, LlcId, Topology};
 
 use crate::config::Config;
@@ -131,9 +129,9 @@ pub struct Machine<'a> {
     pub(crate) topo: &'a Topology,
     pub(crate) config: &'a Config,
     pub(crate) doors: &'a [Doors],
-    /// Per LLC, (utilization, capacity) as periodic balancing last
-    /// recorded them: cache-aware scheduling only (else empty).
-    pub(crate) llc_stats: &'a [(crate::sync::AtomicU64, crate::sync::AtomicU64)],
+    /// The balancer's record of each LLC's utilization and capacity, when
+    /// it keeps one (cache-aware scheduling).
+    pub(crate) llcs: Option<&'a dyn LlcStats>,
     /// The CPU deciding.
     pub(crate) cpu: CpuId,
     pub(crate) now: u64,
@@ -194,18 +192,34 @@ impl<'a> Machine<'a> {
     /// sees of an LLC's load, as stale as the last balance; `(0, 0)` without
     /// cache-aware scheduling.
     pub fn llc_stats(&self, llc: usize) -> (u64, u64) {
-        self.llc_stats.get(llc).map_or((0, 0), |(u, c)| {
-            (
-                u.load(crate::sync::Ordering::Relaxed),
-                c.load(crate::sync::Ordering::Relaxed),
-            )
-        })
+        self.llcs.and_then(|l| l.recorded(llc)).unwrap_or((0, 0))
+    }
+
+    /// The same view with the balancer's record of the LLCs.
+    pub(crate) fn with_llcs(self, llcs: &'a dyn LlcStats) -> Machine<'a> {
+        Machine {
+            llcs: Some(llcs),
+            ..self
+        }
     }
 
     /// Asleep with no kick on its way: the test every idle search uses, so
     /// a burst of moves spreads over several CPUs.
     pub fn sleeping_unrung(&self, cpu: CpuId) -> bool {
         self.doorbell(cpu).sleeping_unrung()
+    }
+}
+
+/// What a balancer records of each LLC for the wake path to read
+/// ([`Machine::llc_stats`]).
+pub trait LlcStats {
+    /// LLC `llc`'s (utilization, capacity), if recorded.
+    fn recorded(&self, llc: usize) -> Option<(u64, u64)>;
+}
+
+impl<B: crate::balancer::Balancer> LlcStats for B {
+    fn recorded(&self, llc: usize) -> Option<(u64, u64)> {
+        crate::balancer::Balancer::llc_stats(self, llc)
     }
 }
 
@@ -381,128 +395,8 @@ fn count_streak(m: &Machine<'_>, wake: &Wake, state: &mut WakerStreak) {
     }
 }
 
-/// The built-in policies by name: `home`, `waker-streak` (the seed's run,
-/// [`WAKER_RUN`]) and `waker-streak:K`. The one parser and printer of these
-/// names; the CLI, scenario files and `--param policy=` all use it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum BuiltinPolicy {
-    Home,
-    WakerStreak {
-        waker_run: u8,
-        /// Flagged wakes count too (`waker-streak:K:flags`).
-        flags: bool,
-    },
-    /// Linux 6.19's wake placement (`crate::linux`).
-    Linux,
-    /// Linux with 7.2's cache-aware scheduling (`linux-cas` or
-    /// `linux-cas:P:I`: `llc_overaggr_pct` and `llc_imb_pct`).
-    LinuxCas(crate::config::CasTunables),
-    /// `linux-cas` steering wakes toward the preferred LLC as the RFC
-    /// series did (`linux-cas-wake[:P:I]`).
-    LinuxCasWake(crate::config::CasTunables),
-}
-
-impl fmt::Display for BuiltinPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuiltinPolicy::Home => f.write_str("home"),
-            BuiltinPolicy::Linux => f.write_str("linux"),
-            BuiltinPolicy::LinuxCas(t) if *t == crate::config::CasTunables::default() => {
-                f.write_str("linux-cas")
-            }
-            BuiltinPolicy::LinuxCas(t) => write!(f, "linux-cas:{}:{}", t.overaggr_pct, t.imb_pct),
-            BuiltinPolicy::LinuxCasWake(t) if *t == crate::config::CasTunables::default() => {
-                f.write_str("linux-cas-wake")
-            }
-            BuiltinPolicy::LinuxCasWake(t) => {
-                write!(f, "linux-cas-wake:{}:{}", t.overaggr_pct, t.imb_pct)
-            }
-            BuiltinPolicy::WakerStreak {
-                waker_run,
-                flags: true,
-            } => write!(f, "waker-streak:{waker_run}:flags"),
-            BuiltinPolicy::WakerStreak { waker_run, .. } if *waker_run == WAKER_RUN => {
-                f.write_str("waker-streak")
-            }
-            BuiltinPolicy::WakerStreak { waker_run, .. } => write!(f, "waker-streak:{waker_run}"),
-        }
-    }
-}
-
-/// Why a policy name did not parse.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct PolicyNameError(pub String);
-
-impl fmt::Display for PolicyNameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl FromStr for BuiltinPolicy {
-    type Err = PolicyNameError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (family, arg) = match s.split_once(':') {
-            Some((f, a)) => (f, Some(a)),
-            None => (s, None),
-        };
-        match (family, arg) {
-            ("home", None) => Ok(BuiltinPolicy::Home),
-            ("linux", None) => Ok(BuiltinPolicy::Linux),
-            ("linux-cas", None) => Ok(BuiltinPolicy::LinuxCas(Default::default())),
-            ("linux-cas-wake", None) => Ok(BuiltinPolicy::LinuxCasWake(Default::default())),
-            ("linux-cas" | "linux-cas-wake", Some(arg)) => {
-                let bad = || {
-                    PolicyNameError(alloc::format!(
-                        "policy {s:?}: expected {family}:P:I, P = llc_overaggr_pct and I = llc_imb_pct in 0..=100"
-                    ))
-                };
-                let (p, i) = arg.split_once(':').ok_or_else(bad)?;
-                let pct = |v: &str| v.parse::<u32>().ok().filter(|v| *v <= 100).ok_or_else(bad);
-                let t = crate::config::CasTunables {
-                    overaggr_pct: pct(p)?,
-                    imb_pct: pct(i)?,
-                    ..Default::default()
-                };
-                Ok(match family {
-                    "linux-cas" => BuiltinPolicy::LinuxCas(t),
-                    _ => BuiltinPolicy::LinuxCasWake(t),
-                })
-            }
-            ("waker-streak", None) => Ok(BuiltinPolicy::WakerStreak {
-                waker_run: WAKER_RUN,
-                flags: false,
-            }),
-            ("waker-streak", Some(arg)) => {
-                let (k, flags) = match arg.split_once(':') {
-                    Some((k, "flags")) => (k, true),
-                    Some(_) => {
-                        return Err(PolicyNameError(alloc::format!(
-                            "policy {s:?}: expected waker-streak:K or waker-streak:K:flags"
-                        )))
-                    }
-                    None => (arg, false),
-                };
-                match k.parse::<u8>() {
-                    Ok(k) if (1..=crate::streak::MAX_RUN).contains(&k) => {
-                        Ok(BuiltinPolicy::WakerStreak { waker_run: k, flags })
-                    }
-                    _ => Err(PolicyNameError(alloc::format!(
-                        "policy {s:?}: the run K of waker-streak:K must be 1..={}",
-                        crate::streak::MAX_RUN
-                    ))),
-                }
-            }
-            ("home" | "linux", Some(_)) => Err(PolicyNameError(alloc::format!(
-                "policy {s:?}: {family} takes no argument"
-            ))),
-            _ => Err(PolicyNameError(alloc::format!(
-                "policy {s:?}: expected home, waker-streak, waker-streak:K, waker-streak:K:flags, linux, linux-cas or linux-cas:P:I"
-            ))),
-        }
-    }
-}
+mod builtin;
+pub use builtin::{BuiltinPolicy, PolicyNameError};
 
 /// Ordinary placement (see the module doc): stay when home is free, else a
 /// wake forward inside home's LLC.
@@ -688,52 +582,5 @@ impl SpawnRule for MachineSpawn {
     }
 }
 
-/// Any policy, decided on the waker's CPU instead of its own choice: the
-/// same rule with Linux's one hop. `OnWaker(WakerStreakRule::default())`
-/// is the seed's rule placed where `try_to_wake_up()` places.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct OnWaker<P>(pub P);
-
-impl<P: Policy> Policy for OnWaker<P> {
-    type TaskState = P::TaskState;
-    const DECIDES: Decides = Decides::Waker;
-
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-
-    fn wake_posted(
-        &mut self,
-        m: &Machine<'_>,
-        waker: Option<&mut Self::TaskState>,
-        wakee: TaskId,
-        delivery: Delivery,
-    ) {
-        self.0.wake_posted(m, waker, wakee, delivery)
-    }
-
-    fn wake_parked(&mut self, m: &Machine<'_>, wake: &Wake, state: &mut Self::TaskState) {
-        self.0.wake_parked(m, wake, state)
-    }
-
-    fn counts_flags(&self) -> bool {
-        self.0.counts_flags()
-    }
-
-    fn flag_consumed(&mut self, m: &Machine<'_>, waker_llc: LlcId, state: &mut Self::TaskState) {
-        self.0.flag_consumed(m, waker_llc, state)
-    }
-
-    fn place(
-        &mut self,
-        m: &Machine<'_>,
-        wake: &Wake,
-        task: &mut Task<Self::TaskState>,
-    ) -> Decision {
-        self.0.place(m, wake, task)
-    }
-
-    fn place_new(&mut self, m: &Machine<'_>, spawner: CpuId, mask: &CpuSet) -> Option<CpuId> {
-        self.0.place_new(m, spawner, mask)
-    }
-}
+mod on_waker;
+pub use on_waker::OnWaker;

@@ -1,0 +1,415 @@
+//! The balancer seam: what moves queued work between CPUs when no wake
+//! does, beside the policy seam ([`crate::Policy`]) that places wakes.
+//!
+//! ## The contract
+//!
+//! A balancer is a type [`CpuSched`](crate::CpuSched) is generic over, as a
+//! policy is. Each CPU holds its own value: its per-CPU state, touched only
+//! by that CPU (`&mut self`). What the CPUs of one machine share (Linux's
+//! per-domain intervals, cache-aware scheduling's per-process occupancy)
+//! the balancer keeps itself, behind its own locks and atomics, in a part
+//! every CPU's value points to ([`Balancer::for_machine`] makes them).
+//!
+//! The core calls its hooks at fixed points, with a [`Cx`]: the CPU, the
+//! machine's doors ([`Shared`]: topology, config, published loads,
+//! doorbells), a read-only view of the CPU's run queue, and the counters.
+//!
+//! * [`Balancer::tick`]: the scheduler tick (when `periodic` is on);
+//! * [`Balancer::newly_idle`]: the pass found nothing to run (when
+//!   `newidle` is on);
+//! * [`Balancer::idle_ended`]: the pass picked a task;
+//! * [`Balancer::handle`]: one of its own messages arrived;
+//! * [`Balancer::asked`]: another CPU's [`Request::Ask`] arrived;
+//! * [`Balancer::tick_running`]: the tick, with the running task;
+//! * [`Balancer::ran`]: a task stops running here (its run is accounted);
+//! * [`Balancer::threads`]: a process gains or loses a thread;
+//! * [`Balancer::publish`]: the CPU publishes its load;
+//! * [`Balancer::keeps_idle_tick`]: whether an idle CPU keeps its tick.
+//!
+//! A hook never moves a task or posts a message itself: it returns
+//! `#[must_use]` [`Requests`] (send this queued task there, post this
+//! message, ask that CPU for work, push the running task at the next pick)
+//! that the core carries out, in order, through the one path that moves
+//! tasks today (an `Adopt` message and a kick); then, when a task moved,
+//! the CPU publishes its load.
+//!
+//! ## The built-ins
+//!
+//! Three implementations live in this crate: [`Seed`] (the seed's: steal
+//! when newly idle, push from the tick: `balance`), [`LinuxLb`] (Linux's:
+//! `linux::balance`) and [`LinuxCasLb`] (Linux's with cache-aware
+//! scheduling: `linux::cache`). [`Builtin`] holds whichever the config's
+//! [`BalanceKind`] names, so a host that runs every built-in needs one
+//! type; the core never asks which one runs. A balancer written outside
+//! this crate plugs in the same way: `examples/custom-policy` has one.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::any::Any;
+use core::fmt;
+
+use schedlab_topology::{CpuId, Topology};
+
+use crate::config::{BalanceKind, Config};
+use crate::effects::{Counters, PlaceReason};
+use crate::linux::balance::LinuxLb;
+use crate::linux::cache::LinuxCasLb;
+use crate::policy::PolicyState;
+use crate::runqueue::RunQueue;
+use crate::shared::Shared;
+use crate::task::{Task, TaskId};
+
+pub use crate::balance::Seed;
+
+/// What a balancer hook sees of its CPU.
+pub struct Cx<'a, S> {
+    pub(crate) cpu: CpuId,
+    pub(crate) sh: &'a Shared<S>,
+    pub(crate) rq: &'a RunQueue<S>,
+    /// The running task the stopper will push at the next pick, and where.
+    pub(crate) pushing: Option<(TaskId, CpuId)>,
+    /// The CPU's counters: a balancer counts what it does here.
+    pub counters: &'a mut Counters,
+}
+
+impl<'a, S: PolicyState> Cx<'a, S> {
+    /// The CPU the hook runs on.
+    pub fn cpu(&self) -> CpuId {
+        self.cpu
+    }
+
+    /// The machine's doors: topology, config, published loads, doorbells.
+    pub fn shared(&self) -> &'a Shared<S> {
+        self.sh
+    }
+
+    /// The running task, if any.
+    pub fn current(&self) -> Option<&'a Task<S>> {
+        self.rq.current.as_ref()
+    }
+
+    /// The queued fair tasks, in queue order.
+    pub fn queued_fair(&self) -> impl Iterator<Item = &'a Task<S>> {
+        self.rq.fair.iter()
+    }
+
+    /// Runnable tasks waiting here (not the running one).
+    pub fn queued(&self) -> usize {
+        self.rq.queued()
+    }
+
+    /// The running task and every queued one.
+    pub fn runnable(&self) -> impl Iterator<Item = &'a Task<S>> {
+        self.rq.runnable()
+    }
+
+    /// A running task the stopper will push at the next pick, and where.
+    pub fn pushing(&self) -> Option<(TaskId, CpuId)> {
+        self.pushing
+    }
+}
+
+/// One thing a balancer asks its CPU to do.
+#[derive(Debug)]
+pub enum Request<M> {
+    /// Take the queued task `task` out of this CPU's queue and send it to
+    /// `to` (an `Adopt` and a kick), counted as a move for `reason`.
+    Send {
+        task: TaskId,
+        to: CpuId,
+        reason: PlaceReason,
+    },
+    /// Post the balancer's own message `msg` to `to` (and kick it).
+    Post { to: CpuId, msg: M },
+    /// Ask `victim` for a queued task: its balancer's [`Balancer::asked`]
+    /// answers. One ask is out per pass.
+    Ask { victim: CpuId },
+    /// Push the running task `task` to `to` at the next pick (Linux's
+    /// stopper, `active_load_balance_cpu_stop()`), asking for the pick now.
+    PushRunning { task: TaskId, to: CpuId },
+}
+
+/// What a hook asks for, in order.
+#[must_use = "the core must carry out a balancer's requests"]
+#[derive(Debug)]
+pub struct Requests<M>(pub Vec<Request<M>>);
+
+impl<M> Default for Requests<M> {
+    fn default() -> Self {
+        Requests(Vec::new())
+    }
+}
+
+impl<M> Requests<M> {
+    pub fn none() -> Self {
+        Requests::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn push(&mut self, r: Request<M>) {
+        self.0.push(r);
+    }
+
+    /// Appends `other`'s requests after these.
+    pub fn extend(&mut self, other: Requests<M>) {
+        self.0.extend(other.0);
+    }
+
+    /// The same requests with their messages mapped to another type.
+    pub fn map<N>(self, f: impl Fn(M) -> N) -> Requests<N> {
+        Requests(
+            self.0
+                .into_iter()
+                .map(|r| match r {
+                    Request::Send { task, to, reason } => Request::Send { task, to, reason },
+                    Request::Post { to, msg } => Request::Post { to, msg: f(msg) },
+                    Request::Ask { victim } => Request::Ask { victim },
+                    Request::PushRunning { task, to } => Request::PushRunning { task, to },
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A load balancer. See the module doc for the contract.
+pub trait Balancer: Clone + Send + Sync + 'static {
+    /// Its own messages between CPUs.
+    type Msg: fmt::Debug + Send + 'static;
+
+    /// One value per CPU of the machine, in CPU order, sharing what the
+    /// balancer shares; `max_tasks` is the machine's task table (process
+    /// ids are below it).
+    fn for_machine(topo: &Topology, config: &Config, max_tasks: usize) -> Vec<Self>;
+
+    /// The name a user writes (`balance = "linux"`).
+    fn name(&self) -> &str;
+
+    /// The scheduler tick, when periodic balancing is on.
+    fn tick<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<Self::Msg>;
+
+    /// The pass found nothing to run here (newly idle balancing is on and
+    /// no ask is out).
+    fn newly_idle<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<Self::Msg>;
+
+    /// The pass picked a task.
+    fn idle_ended<S: PolicyState>(&mut self, _cx: &mut Cx<'_, S>, _now: u64) {}
+
+    /// One of its messages arrived here.
+    fn handle<S: PolicyState>(
+        &mut self,
+        _cx: &mut Cx<'_, S>,
+        _msg: Self::Msg,
+        _now: u64,
+    ) -> Requests<Self::Msg> {
+        Requests::none()
+    }
+
+    /// `thief` asked this CPU for a queued task ([`Request::Ask`]).
+    fn asked<S: PolicyState>(
+        &mut self,
+        _cx: &mut Cx<'_, S>,
+        _thief: CpuId,
+        _now: u64,
+    ) -> Requests<Self::Msg> {
+        Requests::none()
+    }
+
+    /// The tick, after [`Balancer::tick`]'s requests were carried out,
+    /// with the task running on `cpu` (when periodic balancing is on).
+    fn tick_running<S: PolicyState>(
+        &mut self,
+        _cpu: CpuId,
+        _topo: &Topology,
+        _counters: &mut Counters,
+        _task: &mut Task<S>,
+        _now: u64,
+    ) {
+    }
+
+    /// `task` stops running on `cpu` (it parks, exits, or is switched
+    /// out): its run since it was last accounted.
+    fn ran<S: PolicyState>(
+        &mut self,
+        _cpu: CpuId,
+        _topo: &Topology,
+        _task: &mut Task<S>,
+        _now: u64,
+    ) {
+    }
+
+    /// A task of `process` starts (`delta` 1) or ends (-1).
+    fn threads(&mut self, _topo: &Topology, _process: u32, _delta: i32) {}
+
+    /// The CPU publishes its load: publish what the balancer's peers read.
+    fn publish<S: PolicyState>(&self, _cx: &Cx<'_, S>) {}
+
+    /// Whether this CPU, idle, keeps its tick (and balances from it).
+    fn keeps_idle_tick(&self, _config: &Config) -> bool {
+        false
+    }
+
+    /// LLC `llc`'s (utilization, capacity) as the balancer last recorded
+    /// them, for the policies' [`crate::policy::Machine::llc_stats`].
+    fn llc_stats(&self, _llc: usize) -> Option<(u64, u64)> {
+        None
+    }
+}
+
+/// The built-in balancer the config's [`BalanceKind`] names.
+#[derive(Clone, Debug)]
+pub enum Builtin {
+    Seed(Seed),
+    Linux(LinuxLb),
+    LinuxCas(LinuxCasLb),
+}
+
+/// A built-in balancer's message: Linux's (the seed's has none).
+#[derive(Debug)]
+pub struct BuiltinMsg(pub(crate) crate::linux::balance::LbMsg);
+
+impl Balancer for Builtin {
+    type Msg = BuiltinMsg;
+
+    fn for_machine(topo: &Topology, config: &Config, max_tasks: usize) -> Vec<Builtin> {
+        match config.balance.kind {
+            BalanceKind::Seed => Seed::for_machine(topo, config, max_tasks)
+                .into_iter()
+                .map(Builtin::Seed)
+                .collect(),
+            BalanceKind::Linux => LinuxLb::for_machine(topo, config, max_tasks)
+                .into_iter()
+                .map(Builtin::Linux)
+                .collect(),
+            BalanceKind::LinuxCas(_) => LinuxCasLb::for_machine(topo, config, max_tasks)
+                .into_iter()
+                .map(Builtin::LinuxCas)
+                .collect(),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Builtin::Seed(b) => b.name(),
+            Builtin::Linux(b) => b.name(),
+            Builtin::LinuxCas(b) => b.name(),
+        }
+    }
+
+    fn tick<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<BuiltinMsg> {
+        match self {
+            Builtin::Seed(b) => b.tick(cx, now).map(|m| match m {}),
+            Builtin::Linux(b) => b.tick(cx, now).map(BuiltinMsg),
+            Builtin::LinuxCas(b) => b.tick(cx, now).map(BuiltinMsg),
+        }
+    }
+
+    fn newly_idle<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<BuiltinMsg> {
+        match self {
+            Builtin::Seed(b) => b.newly_idle(cx, now).map(|m| match m {}),
+            Builtin::Linux(b) => b.newly_idle(cx, now).map(BuiltinMsg),
+            Builtin::LinuxCas(b) => b.newly_idle(cx, now).map(BuiltinMsg),
+        }
+    }
+
+    fn idle_ended<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) {
+        match self {
+            Builtin::Seed(b) => b.idle_ended(cx, now),
+            Builtin::Linux(b) => b.idle_ended(cx, now),
+            Builtin::LinuxCas(b) => b.idle_ended(cx, now),
+        }
+    }
+
+    fn handle<S: PolicyState>(
+        &mut self,
+        cx: &mut Cx<'_, S>,
+        msg: BuiltinMsg,
+        now: u64,
+    ) -> Requests<BuiltinMsg> {
+        match self {
+            Builtin::Seed(_) => unreachable!("the seed's balancer posts no messages: {msg:?}"),
+            Builtin::Linux(b) => b.handle(cx, msg.0, now).map(BuiltinMsg),
+            Builtin::LinuxCas(b) => b.handle(cx, msg.0, now).map(BuiltinMsg),
+        }
+    }
+
+    fn asked<S: PolicyState>(
+        &mut self,
+        cx: &mut Cx<'_, S>,
+        thief: CpuId,
+        now: u64,
+    ) -> Requests<BuiltinMsg> {
+        match self {
+            Builtin::Seed(b) => b.asked(cx, thief, now).map(|m| match m {}),
+            Builtin::Linux(b) => b.asked(cx, thief, now).map(BuiltinMsg),
+            Builtin::LinuxCas(b) => b.asked(cx, thief, now).map(BuiltinMsg),
+        }
+    }
+
+    fn tick_running<S: PolicyState>(
+        &mut self,
+        cpu: CpuId,
+        topo: &Topology,
+        counters: &mut Counters,
+        task: &mut Task<S>,
+        now: u64,
+    ) {
+        match self {
+            Builtin::Seed(b) => b.tick_running(cpu, topo, counters, task, now),
+            Builtin::Linux(b) => b.tick_running(cpu, topo, counters, task, now),
+            Builtin::LinuxCas(b) => b.tick_running(cpu, topo, counters, task, now),
+        }
+    }
+
+    fn ran<S: PolicyState>(&mut self, cpu: CpuId, topo: &Topology, task: &mut Task<S>, now: u64) {
+        match self {
+            Builtin::Seed(b) => b.ran(cpu, topo, task, now),
+            Builtin::Linux(b) => b.ran(cpu, topo, task, now),
+            Builtin::LinuxCas(b) => b.ran(cpu, topo, task, now),
+        }
+    }
+
+    fn threads(&mut self, topo: &Topology, process: u32, delta: i32) {
+        match self {
+            Builtin::Seed(b) => b.threads(topo, process, delta),
+            Builtin::Linux(b) => b.threads(topo, process, delta),
+            Builtin::LinuxCas(b) => b.threads(topo, process, delta),
+        }
+    }
+
+    fn publish<S: PolicyState>(&self, cx: &Cx<'_, S>) {
+        match self {
+            Builtin::Seed(b) => b.publish(cx),
+            Builtin::Linux(b) => b.publish(cx),
+            Builtin::LinuxCas(b) => b.publish(cx),
+        }
+    }
+
+    fn keeps_idle_tick(&self, config: &Config) -> bool {
+        match self {
+            Builtin::Seed(b) => b.keeps_idle_tick(config),
+            Builtin::Linux(b) => b.keeps_idle_tick(config),
+            Builtin::LinuxCas(b) => b.keeps_idle_tick(config),
+        }
+    }
+
+    fn llc_stats(&self, llc: usize) -> Option<(u64, u64)> {
+        match self {
+            Builtin::Seed(b) => b.llc_stats(llc),
+            Builtin::Linux(b) => b.llc_stats(llc),
+            Builtin::LinuxCas(b) => b.llc_stats(llc),
+        }
+    }
+}
+
+/// A balancer's message as a mailbox carries it: boxed and typed away, so
+/// the mailbox's type does not depend on the balancer's (a CPU's mailbox
+/// holds only its own balancer's messages, so the unboxing cannot fail).
+pub(crate) type Boxed = Box<dyn Any + Send>;
+
+pub(crate) fn unbox<M: 'static>(b: Boxed) -> M {
+    *b.downcast::<M>()
+        .unwrap_or_else(|_| unreachable!("a mailbox holds its own balancer's messages"))
+}
