@@ -168,7 +168,8 @@ pub struct Builder {
 
 /// `balance = ...`: `on` (the policy's balancer, else the machine's), `off`,
 /// or a balancer by name: `seed`, `linux`, `linux-cas` (with the policy's
-/// cache-aware tunables when it is `linux-cas`, else the defaults).
+/// cache-aware tunables when it is `linux-cas`, else the defaults), or `own`
+/// (the balancer a policy brings as a type of its own, when it does).
 pub fn parse_balance(
     v: &str,
     on: BalanceKind,
@@ -180,9 +181,16 @@ pub fn parse_balance(
         "seed" => BalanceKind::Seed,
         "linux" => BalanceKind::Linux,
         "linux-cas" => BalanceKind::LinuxCas(policy.and_then(|k| k.cas()).unwrap_or_default()),
+        "own" if policy == Some(BalanceKind::Own) => BalanceKind::Own,
+        "own" => {
+            return Err(
+                "balance \"own\": the policy brings no balancer of its own (expected on, off, seed, linux or linux-cas)"
+                    .to_string(),
+            )
+        }
         v => {
             return Err(format!(
-                "balance {v:?}: expected on, off, seed, linux or linux-cas"
+                "balance {v:?}: expected on, off, seed, linux, linux-cas or own"
             ))
         }
     };

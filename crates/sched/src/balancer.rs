@@ -287,6 +287,9 @@ impl Balancer for Builtin {
                 .into_iter()
                 .map(Builtin::LinuxCas)
                 .collect(),
+            BalanceKind::Own => unreachable!(
+                "balance = own runs the policy's own balancer type; a host built Builtin for it"
+            ),
         }
     }
 

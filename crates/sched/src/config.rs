@@ -21,6 +21,9 @@ pub enum BalanceKind {
     Linux,
     /// Linux's with 7.2's cache-aware scheduling (`linux::cas`).
     LinuxCas(CasTunables),
+    /// The balancer a policy brings as a type of its own: the host runs
+    /// `CpuSched<P, B>` with that `B`, not a built-in.
+    Own,
 }
 
 impl BalanceKind {
@@ -30,6 +33,7 @@ impl BalanceKind {
             BalanceKind::Seed => "seed",
             BalanceKind::Linux => "linux",
             BalanceKind::LinuxCas(_) => "linux-cas",
+            BalanceKind::Own => "own",
         }
     }
 

@@ -18,6 +18,7 @@ use alloc::string::String;
 
 use schedlab_topology::CpuId;
 
+use crate::balancer::Balancer;
 use crate::cpu::{CpuSched, Holding};
 use crate::park::TaskState;
 use crate::policy::Policy;
@@ -25,7 +26,10 @@ use crate::shared::Shared;
 use crate::task::TaskId;
 
 /// `Err` names the first broken invariant.
-pub fn check<P: Policy>(sh: &Shared<P::TaskState>, cpus: &[CpuSched<P>]) -> Result<(), String> {
+pub fn check<P: Policy, B: Balancer>(
+    sh: &Shared<P::TaskState>,
+    cpus: &[CpuSched<P, B>],
+) -> Result<(), String> {
     let mut seen: BTreeMap<TaskId, (CpuId, Holding)> = BTreeMap::new();
     for c in cpus {
         let mut running = 0;

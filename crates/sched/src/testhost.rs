@@ -14,6 +14,7 @@ use alloc::vec::Vec;
 
 use schedlab_topology::{CpuId, CpuSet, Topology};
 
+use crate::balancer::{Balancer, Builtin};
 use crate::config::Config;
 use crate::cpu::{CpuSched, Holding};
 use crate::doorbell::IdleDepth;
@@ -22,10 +23,11 @@ use crate::policy::{Home, Policy};
 use crate::shared::Shared;
 use crate::task::{TaskId, TaskSpec};
 
-/// The test host, generic over the placement policy every CPU runs.
-pub struct TestHost<P: Policy = Home> {
+/// The test host, generic over the placement policy and the balancer every
+/// CPU runs.
+pub struct TestHost<P: Policy = Home, B: Balancer = Builtin> {
     pub sh: Shared<P::TaskState>,
-    pub cpus: Vec<CpuSched<P>>,
+    pub cpus: Vec<CpuSched<P, B>>,
     pub now: u64,
     /// Every decision, with the time and the CPU that made it.
     pub trace: Vec<(u64, CpuId, Trace)>,
@@ -49,8 +51,26 @@ impl TestHost<Home> {
 }
 
 impl<P: Policy> TestHost<P> {
-    /// A machine with every CPU idle, running `policy`.
+    /// A machine with every CPU idle, running `policy` and the built-in
+    /// balancer the config names.
     pub fn new(topo: Topology, config: Config, policy: P) -> TestHost<P> {
+        TestHost::with_balancer(topo, config, policy)
+    }
+
+    /// The preset `name` running `policy` with balancing off, so nothing
+    /// moves unless a test says so; `f` adjusts the config.
+    pub fn quiet_with(name: &str, policy: P, f: impl FnOnce(&mut Config)) -> TestHost<P> {
+        let topo = schedlab_topology::preset(name).expect("a preset");
+        let mut cfg = Config::for_topology(&topo);
+        cfg.balance = crate::config::Balance::OFF;
+        f(&mut cfg);
+        TestHost::new(topo, cfg, policy)
+    }
+}
+
+impl<P: Policy, B: Balancer> TestHost<P, B> {
+    /// A machine with every CPU idle, running `policy` and `B`.
+    pub fn with_balancer(topo: Topology, config: Config, policy: P) -> TestHost<P, B> {
         let sh = Shared::new(topo, config, 4096);
         let cpus = CpuSched::for_machine(&sh, policy);
         let n = cpus.len();
@@ -71,16 +91,6 @@ impl<P: Policy> TestHost<P> {
         }
         h.settle();
         h
-    }
-
-    /// The preset `name` running `policy` with balancing off, so nothing
-    /// moves unless a test says so; `f` adjusts the config.
-    pub fn quiet_with(name: &str, policy: P, f: impl FnOnce(&mut Config)) -> TestHost<P> {
-        let topo = schedlab_topology::preset(name).expect("a preset");
-        let mut cfg = Config::for_topology(&topo);
-        cfg.balance = crate::config::Balance::OFF;
-        f(&mut cfg);
-        TestHost::new(topo, cfg, policy)
     }
 
     fn account(&mut self, cpu: CpuId, next: Option<TaskId>) {

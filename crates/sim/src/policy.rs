@@ -15,7 +15,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use schedlab_sched::linux::Linux;
-use schedlab_sched::{BalanceKind, BuiltinPolicy, Home, Policy, SpawnPolicy, WakerStreakRule};
+use schedlab_sched::{
+    BalanceKind, Balancer, BuiltinPolicy, Home, Policy, SpawnPolicy, WakerStreakRule,
+};
 
 use crate::engine::{Engine, Outcome, SimSpec};
 
@@ -24,7 +26,7 @@ pub trait Run {
     fn run(self: Box<Self>) -> Outcome;
 }
 
-impl<P: Policy> Run for Engine<P> {
+impl<P: Policy, B: Balancer> Run for Engine<P, B> {
     fn run(self: Box<Self>) -> Outcome {
         Engine::run(*self)
     }
@@ -50,6 +52,25 @@ impl PolicyRef {
             balance: policy.balance_rule(),
             start: Arc::new(move |spec: &SimSpec, seed: u64| -> Box<dyn Run> {
                 Box::new(Engine::new(spec, seed, policy.clone()))
+            }),
+        }
+    }
+
+    /// `policy` under `name`, bringing the balancer `B` as its own
+    /// ([`BalanceKind::Own`]): a run balances with `B` unless its user
+    /// names a built-in balancer (`balance = "seed"`, `--param
+    /// balance=linux`), which wins as it does over any policy's own.
+    pub fn with_balancer<P: Policy, B: Balancer>(name: impl Into<String>, policy: P) -> PolicyRef {
+        PolicyRef {
+            name: name.into(),
+            spawn: policy.spawn_rule(),
+            balance: Some(BalanceKind::Own),
+            start: Arc::new(move |spec: &SimSpec, seed: u64| -> Box<dyn Run> {
+                if spec.config.balance.kind == BalanceKind::Own {
+                    Box::new(Engine::<P, B>::with_balancer(spec, seed, policy.clone()))
+                } else {
+                    Box::new(Engine::new(spec, seed, policy.clone()))
+                }
             }),
         }
     }
@@ -221,6 +242,24 @@ impl Registry {
         let family = name.to_string();
         self.add(name, about, move |arg| match arg {
             None => Ok(PolicyRef::new(family.clone(), policy.clone())),
+            Some(a) => Err(format!("policy {family:?} takes no argument (got {a:?})")),
+        })
+    }
+
+    /// Adds a policy that takes no argument and brings the balancer `B`
+    /// as its own ([`PolicyRef::with_balancer`]), under `name`.
+    pub fn add_policy_with_balancer<P: Policy, B: Balancer>(
+        &mut self,
+        name: &str,
+        about: &str,
+        policy: P,
+    ) -> &mut Self {
+        let family = name.to_string();
+        self.add(name, about, move |arg| match arg {
+            None => Ok(PolicyRef::with_balancer::<P, B>(
+                family.clone(),
+                policy.clone(),
+            )),
             Some(a) => Err(format!("policy {family:?} takes no argument (got {a:?})")),
         })
     }

@@ -1,4 +1,5 @@
-//! A placement policy of your own, outside schedlab's crates: the tutorial.
+//! A placement policy and a load balancer of your own, outside schedlab's
+//! crates: the tutorial.
 //!
 //! `PrevOrWakersLlc` is ten lines of rule: a woken task goes back to the
 //! CPU it parked on when that CPU is idle; else to the first idle CPU of
@@ -54,12 +55,21 @@
 //! `[policy]`. A policy with an argument registers with `Registry::add`,
 //! whose constructor gets the text after `name:`.
 //!
-//! ## 3. Test it like the built-ins
+//! ## 3. A balancer of your own
+//!
+//! [`balancer`] has the second half: [`LlcSteal`], a load balancer written
+//! here against the `Balancer` trait, registered with this policy as
+//! `example+steal`.
+//!
+//! ## 4. Test it like the built-ins
 //!
 //! `tests/example.rs` drives the policy on the scheduler's test host
 //! (feature `testhost` of `schedlab-sched`: no costs, kicks in order, the
 //! invariants checked after every step) and through the simulator.
 
+pub mod balancer;
+
+pub use balancer::LlcSteal;
 use schedlab::sched::policy::{Decides, Decision, Machine, Policy, Wake};
 use schedlab::sched::{PlaceReason, Task};
 
@@ -91,12 +101,18 @@ impl Policy for PrevOrWakersLlc {
     }
 }
 
-/// The built-in policies plus this one, as `example`.
+/// The built-in policies plus this one, as `example`, and with the
+/// tutorial's balancer ([`LlcSteal`]) as `example+steal`.
 pub fn registry() -> schedlab::Registry {
     let mut r = schedlab::Registry::builtin();
     r.add_policy(
         "example",
         "the tutorial's policy: prev if idle, else the first idle CPU of the waker's LLC (decided on the waker)",
+        PrevOrWakersLlc,
+    );
+    r.add_policy_with_balancer::<_, LlcSteal>(
+        "example+steal",
+        "the tutorial's policy with the tutorial's balancer: a newly idle CPU steals only inside its LLC",
         PrevOrWakersLlc,
     );
     r

@@ -4,6 +4,7 @@
 
 use std::rc::Rc;
 
+use schedlab_sched::Balancer;
 use schedlab_sched::{Policy, TaskId, TaskSpec, TaskState};
 use schedlab_topology::{CpuId, CpuSet};
 
@@ -12,7 +13,7 @@ use super::interp::SimTask;
 use super::{Engine, TaskDef};
 use crate::outcome::StallCause;
 
-impl<P: Policy> Engine<P> {
+impl<P: Policy, B: Balancer> Engine<P, B> {
     /// Starts a task on CPU `c` (its start CPU, or the one drawn from its
     /// `start_in`), then widens its mask to its own.
     pub(super) fn start_task(&mut self, def: &TaskDef, c: CpuId) {

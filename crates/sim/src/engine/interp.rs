@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use rand::RngCore;
+use schedlab_sched::Balancer;
 use schedlab_sched::{Policy, TaskId};
 use schedlab_topology::{CpuId, Level};
 
@@ -160,7 +161,7 @@ impl Tasks {
 /// The most instructions a task may run without spending time.
 const STEP_LIMIT: usize = 10_000;
 
-impl<P: Policy> Engine<P> {
+impl<P: Policy, B: Balancer> Engine<P, B> {
     pub(super) fn task(&mut self, task: TaskId) -> &mut SimTask {
         self.tasks.get_mut(&task).expect("a known task")
     }

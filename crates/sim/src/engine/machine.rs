@@ -5,6 +5,7 @@
 //! scheduler is not called from here.
 
 use rand::RngCore;
+use schedlab_sched::Balancer;
 use schedlab_sched::{Policy, TaskId};
 use schedlab_topology::{CpuId, Level, Topology};
 
@@ -98,7 +99,7 @@ pub(crate) fn next_tick(now: u64, tick: u64, phase: u64) -> u64 {
     }
 }
 
-impl<P: Policy> Engine<P> {
+impl<P: Policy, B: Balancer> Engine<P, B> {
     /// An interrupt or a pass on a busy CPU delays what it runs.
     pub(super) fn extend_current(&mut self, cpu: CpuId, ns: u64) {
         let h = &mut self.hw[cpu.index()];

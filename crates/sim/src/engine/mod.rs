@@ -61,6 +61,7 @@ use std::collections::BTreeMap;
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use schedlab_sched::{Balancer, Builtin};
 use schedlab_sched::{
     Config, CpuSched, Effects, KickKind, Park, Policy, Shared, Switch, TaskId, TaskSpec, TaskState,
 };
@@ -177,10 +178,11 @@ fn stream(seed: u64, n: u64) -> ChaCha8Rng {
     r
 }
 
-/// One simulation of a machine whose CPUs run the policy `P`.
-pub struct Engine<P: Policy> {
+/// One simulation of a machine whose CPUs run the policy `P` and the
+/// balancer `B` (by default the built-in one the config names).
+pub struct Engine<P: Policy, B: Balancer = Builtin> {
     sh: Shared<P::TaskState>,
-    sched: Vec<CpuSched<P>>,
+    sched: Vec<CpuSched<P, B>>,
     hw: Vec<HwCpu>,
     /// Each CPU's tick phase within a tick period.
     tick_phase: Vec<u64>,
@@ -233,9 +235,17 @@ pub struct Engine<P: Policy> {
 }
 
 impl<P: Policy> Engine<P> {
-    /// Builds a simulation running `policy`; its RNG tree is rooted at
-    /// `seed`. (`Sim::new` runs the policy `spec` names.)
+    /// Builds a simulation running `policy` and the built-in balancer the
+    /// config names; its RNG tree is rooted at `seed`. (`Sim::new` runs the
+    /// policy `spec` names.)
     pub fn new(spec: &SimSpec, seed: u64, policy: P) -> Engine<P> {
+        Engine::with_balancer(spec, seed, policy)
+    }
+}
+
+impl<P: Policy, B: Balancer> Engine<P, B> {
+    /// Builds a simulation running `policy` and the balancer `B`.
+    pub fn with_balancer(spec: &SimSpec, seed: u64, policy: P) -> Engine<P, B> {
         let n = spec.topology.num_cpus();
         let max_tasks = spec.tasks.len() + spec.max_tasks;
         let sh = Shared::new(spec.topology.clone(), spec.config, max_tasks);
@@ -412,7 +422,7 @@ impl<P: Policy> Engine<P> {
             // The CPU that holds it (its owner, asked first; an exited
             // task is held nowhere), else where it last ran.
             let word = self.sh.task_word(id);
-            let holds = |s: &CpuSched<P>| s.task(&self.sh, id).is_some();
+            let holds = |s: &CpuSched<P, B>| s.task(&self.sh, id).is_some();
             o.final_cpu = if word.state == TaskState::Dead {
                 None
             } else if holds(&self.sched[word.owner.index()]) {

@@ -3,6 +3,7 @@
 //! lock, the run stops: undefined for a default mutex), and `affinity`
 //! (`sched_setaffinity` on itself).
 
+use schedlab_sched::Balancer;
 use schedlab_sched::{Policy, TaskId};
 use schedlab_topology::CpuId;
 
@@ -10,7 +11,7 @@ use super::Engine;
 use crate::objects::LockId;
 use crate::outcome::StallCause;
 
-impl<P: Policy> Engine<P> {
+impl<P: Policy, B: Balancer> Engine<P, B> {
     /// Takes lock `l`, or waits for its hand-off. A task that holds it
     /// already waits for ever: the stall report names the relock.
     pub(super) fn op_lock(&mut self, cpu: CpuId, task: TaskId, l: LockId) -> bool {

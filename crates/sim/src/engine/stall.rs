@@ -1,6 +1,7 @@
 //! Stall reports: when a run cannot go on, what each task that has not
 //! exited waits on, and whether the waits form a cycle.
 
+use schedlab_sched::Balancer;
 use schedlab_sched::{Policy, TaskId, TaskState};
 
 use super::code::Instr;
@@ -9,7 +10,7 @@ use super::Engine;
 use crate::objects::{BarrierId, LockId, Objects, PortId};
 use crate::outcome::{find_cycle, LostWake, Stall, StallCause, Wait};
 
-impl<P: Policy> Engine<P> {
+impl<P: Policy, B: Balancer> Engine<P, B> {
     /// The report of a run stopped by `cause`.
     pub(super) fn stall_report(&self, cause: StallCause) -> Stall {
         let mut waits = Vec::new();
@@ -66,7 +67,7 @@ impl<P: Policy> Engine<P> {
     }
 }
 
-impl<P: Policy> WaitState for Engine<P> {
+impl<P: Policy, B: Balancer> WaitState for Engine<P, B> {
     fn name(&self, t: TaskId) -> String {
         Engine::name(self, t).to_string()
     }
