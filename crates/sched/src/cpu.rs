@@ -35,20 +35,21 @@
 //!    asleep, look at the mailbox once more (see `doorbell`), and idle at the
 //!    depth the host named.
 
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
-use schedlab_topology::{CpuId, LlcId};
+use schedlab_topology::CpuId;
 
 use crate::balancer::{Balancer, Builtin, Cx, Request, Requests};
 use crate::doorbell::IdleDepth;
-use crate::effects::{Counters, Effects, Kick, Park, PlaceReason, Switch, Trace, WakeCause};
+use crate::effects::{Counters, Effects, Kick, Switch, Trace, WakeCause};
 use crate::fair::Entity;
-use crate::park::{Parked, TaskState};
-use crate::policy::{MachineSpawn, Policy, SpawnRule};
+use crate::park::TaskState;
+use crate::policy::{MachineSpawn, Policy};
 use crate::runqueue::{Resched, RunQueue};
-use crate::shared::{Msg, Shared, SpawnError};
-use crate::task::{Band, Task, TaskData, TaskId, TaskSpec};
+use crate::shared::{Msg, Shared};
+use crate::sleepers::Sleepers;
+use crate::task::{Task, TaskId};
 
 /// Where a task sits on its owner, for hosts and invariant checks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -88,14 +89,13 @@ pub struct CpuSched<P: Policy, B: Balancer = Builtin> {
     pub(crate) id: CpuId,
     pub(crate) policy: P,
     pub(crate) balancer: B,
-    spawn: MachineSpawn,
+    pub(crate) spawn: MachineSpawn,
     pub(crate) rq: RunQueue<P::TaskState>,
-    /// Tasks that parked here; each one's entity waits in its task slot
-    /// until the CPU that wins its wake takes it out.
-    pub(crate) parked: IdSet,
+    /// The tasks that parked here and their deadlines (the wake
+    /// protocol's room on the owner).
+    pub(crate) sleepers: Sleepers,
     /// Runnable but stopped.
     pub(crate) held: BTreeMap<TaskId, Task<P::TaskState>>,
-    pub(crate) deadlines: BTreeSet<(u64, TaskId)>,
     pub(crate) need_resched: bool,
     irq_depth: u32,
     pub(crate) steal_pending: bool,
@@ -126,9 +126,8 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 balancer,
                 spawn: MachineSpawn::new(sh.config().spawn, id),
                 rq: RunQueue::new(sh.config().fair),
-                parked: IdSet::default(),
+                sleepers: Sleepers::default(),
                 held: BTreeMap::new(),
-                deadlines: BTreeSet::new(),
                 need_resched: false,
                 irq_depth: 0,
                 steal_pending: false,
@@ -169,7 +168,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             .chain(self.rq.rt.iter())
             .map(|t| (t.id, Holding::Queued));
         let p = self
-            .parked
+            .sleepers
             .iter()
             .filter(|&&id| self.parked_here(sh, id))
             .map(|&id| (id, Holding::Parked));
@@ -179,7 +178,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
 
     /// Whether `id` parked here and its entity still waits in its slot.
     pub(crate) fn parked_here(&self, sh: &Shared<P::TaskState>, id: TaskId) -> bool {
-        self.parked.contains(&id)
+        self.sleepers.holds(id)
             && sh.task_word(id).owner == self.id
             && sh.slot(id).parked.lock().is_some()
     }
@@ -209,7 +208,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
 
     /// The earliest deadline this CPU holds.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.deadlines.first().map(|&(t, _)| t)
+        self.sleepers.next_deadline()
     }
 
     /// The cookie of the task this CPU runs, for invariant checks.
@@ -241,291 +240,6 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             Some(t) if !t.leaving => Some(self.id),
             _ => None,
         }
-    }
-
-    // ----------------------------------------------------------------------
-    // Entry points: the running thread's calls
-
-    /// Creates a task and places it (spawn placement: the policy's
-    /// [`Policy::place_new`], else the machine's spawn rule). The new task is
-    /// runnable at once.
-    pub fn spawn(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        spec: TaskSpec,
-        now: u64,
-    ) -> Result<Spawned, SpawnError> {
-        self.rq.clock_to(now);
-        let topo = sh.topology();
-        let mask = spec.mask.map_or(*topo.cpus(), |m| m & *topo.cpus());
-        if mask.is_empty() {
-            return Err(SpawnError::EmptyMask);
-        }
-        let m = sh.machine(self.id, now).with_llcs(&self.balancer);
-        let target = self
-            .policy
-            .place_new(&m, self.id, &mask)
-            .filter(|c| mask.contains(*c))
-            .or_else(|| self.spawn.place_new(&m, self.id, &mask))
-            .or_else(|| {
-                if mask.contains(self.id) {
-                    Some(self.id)
-                } else {
-                    mask.iter_from(self.id).find(|c| topo.contains(*c))
-                }
-            })
-            .ok_or(SpawnError::EmptyMask)?;
-        let state = if target == self.id {
-            TaskState::Queued
-        } else {
-            TaskState::Moving
-        };
-        let id = sh.alloc_task(state, target)?;
-        let slice = spec.slice_ns.unwrap_or(sh.config().fair.base_slice_ns);
-        let nice = match spec.band {
-            Band::Fair { nice } => nice,
-            Band::Rt { .. } => 0,
-        };
-        let task = Task::new(TaskData {
-            id,
-            band: spec.band,
-            mask,
-            cookie: spec.cookie,
-            policy: P::TaskState::default(),
-            fair: Entity::new(nice, slice),
-            avg: new_task_avg(now, Entity::new(nice, slice).weight),
-            leaving: false,
-            stopped: false,
-            killed: false,
-            last_ran: 0,
-            sleep_deadline: None,
-            seq: 0,
-            process: spec.process,
-            pref_llc: None,
-            pref_cpu: None,
-            cache_acct: 0,
-        });
-        if let Some(p) = spec.process {
-            self.balancer.threads(topo, p, 1);
-        }
-        let mut fx = Effects::default();
-        fx.trace.push(Trace::Place {
-            task: id,
-            from: self.id,
-            cpu: target,
-            reason: PlaceReason::Spawn,
-        });
-        if target == self.id {
-            self.enqueue(sh, task, now, true, &mut fx);
-        } else {
-            self.counters.count_move(PlaceReason::Spawn);
-            let msg = Msg::Adopt {
-                task,
-                reason: PlaceReason::Spawn,
-            };
-            let k = sh.post(Some(self.id), target, msg);
-            self.kick(k, &mut fx);
-        }
-        Ok(Spawned {
-            task: id,
-            effects: fx,
-        })
-    }
-
-    /// The running thread (or a device interrupt, between `irq_enter` and
-    /// `irq_exit`) wakes `task`. Goes through delivery; attribution is
-    /// [`CpuSched::waker`].
-    pub fn wake(&mut self, sh: &Shared<P::TaskState>, task: TaskId, now: u64) -> Effects {
-        self.wake_with(sh, task, false, now)
-    }
-
-    /// [`CpuSched::wake`] from a thread that blocks right after (a sync
-    /// wake, Linux's `WF_SYNC`).
-    pub fn wake_sync(&mut self, sh: &Shared<P::TaskState>, task: TaskId, now: u64) -> Effects {
-        self.wake_with(sh, task, true, now)
-    }
-
-    fn wake_with(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        task: TaskId,
-        sync: bool,
-        now: u64,
-    ) -> Effects {
-        self.rq.clock_to(now);
-        let waker = self.waker();
-        let cause = WakeCause {
-            waker,
-            sync: sync && waker.is_some(),
-        };
-        let mut fx = Effects::default();
-        self.deliver(sh, task, cause, now, &mut fx);
-        fx
-    }
-
-    /// The running task blocks. If a wake is pending the park returns at
-    /// once (`switch` is the same task); else it parks and the CPU passes.
-    pub fn block(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
-        self.park_current(sh, now, None, idle)
-    }
-
-    /// The running task sleeps until `deadline`; the owner's deadline heap
-    /// wakes it with no waker.
-    pub fn sleep_until(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        deadline: u64,
-        now: u64,
-        idle: IdleDepth,
-    ) -> Effects {
-        if deadline <= now {
-            return self.returned();
-        }
-        self.park_current(sh, now, Some(deadline), idle)
-    }
-
-    /// A parking call that returns at once: the running task runs on.
-    fn returned(&self) -> Effects {
-        Effects {
-            park: Park::Returned,
-            ..self.keep_running()
-        }
-    }
-
-    fn keep_running(&self) -> Effects {
-        Effects {
-            switch: self.current().map(Switch::Run),
-            ..Effects::default()
-        }
-    }
-
-    /// Parks the running task: `commit`, then `finish_park` (which returns
-    /// at once when a wake is pending); a parked task's entity goes into its
-    /// slot, where the CPU that wins its wake finds it.
-    fn park_current(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        now: u64,
-        deadline: Option<u64>,
-        idle: IdleDepth,
-    ) -> Effects {
-        self.rq.clock_to(now);
-        let mut task = self.rq.current.take().expect("block with no running task");
-        let slot = sh.slot(task.id);
-        slot.park.commit();
-        if let Parked::FlagConsumed { waker_llc } = slot.park.finish_park() {
-            if let Some(l) = waker_llc {
-                let m = sh.machine(self.id, now).with_llcs(&self.balancer);
-                self.policy
-                    .flag_consumed(&m, LlcId::from_raw(l), &mut task.policy);
-            }
-            let mut fx = Effects {
-                park: Park::Returned,
-                ..Effects::default()
-            };
-            fx.trace.push(Trace::ParkReturned { task: task.id });
-            fx.switch = Some(Switch::Run(task.id));
-            self.rq.current = Some(task);
-            return fx;
-        }
-        self.rq.dequeue_running(&mut task, now);
-        self.balancer.ran(self.id, sh.topology(), &mut task, now);
-        task.sleep_deadline = deadline;
-        let id = task.id;
-        if let Some(d) = deadline {
-            self.deadlines.insert((d, id));
-        }
-        let mut fx = Effects {
-            park: Park::Parked,
-            ..Effects::default()
-        };
-        fx.trace.push(Trace::Parked { task: id });
-        // From here a waker that won `Parked -> Waking` may take it (it
-        // waits for this store, as Linux's waker waits for `p->on_cpu`).
-        *slot.parked.lock() = Some(task);
-        self.parked.insert(id);
-        self.pass_after(sh, now, idle, &mut fx);
-        fx
-    }
-
-    /// The running task yields: fair moves its deadline a slice on
-    /// (`yield_task_fair`), RT goes to the back of its priority.
-    pub fn yield_now(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
-        self.rq.clock_to(now);
-        if let Some(t) = self.rq.current.as_mut() {
-            if t.is_rt() {
-                let t = self.rq.current.take().expect("checked");
-                sh.slot(t.id)
-                    .park
-                    .set(TaskState::Running, TaskState::Queued);
-                self.rq.requeue_rt(t, now);
-            } else {
-                t.fair.update_curr(now);
-                t.fair.deadline += t.fair.vslice();
-                t.fair.vprot = t.fair.vruntime;
-            }
-        }
-        self.need_resched = true;
-        self.pass(sh, now, idle)
-    }
-
-    /// The running thread begins leaving its process: from now on its wakes
-    /// name no waker. Set once, never cleared.
-    pub fn begin_leaving(&mut self) {
-        if let Some(t) = self.rq.current.as_mut() {
-            t.leaving = true;
-        }
-    }
-
-    /// The running task exits: leaving is set, joiners are woken (with no
-    /// waker), the task is gone, and the CPU passes.
-    pub fn exit(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
-        self.rq.clock_to(now);
-        self.begin_leaving();
-        let mut fx = Effects::default();
-        let task = self.current().expect("exit with no running task");
-        let joiners = {
-            let mut j = sh.slot(task).join.lock();
-            j.exited = true;
-            core::mem::take(&mut j.joiners)
-        };
-        for j in joiners {
-            let cause = WakeCause {
-                waker: self.waker(),
-                sync: false,
-            };
-            self.deliver(sh, j, cause, now, &mut fx);
-        }
-        let mut t = self.rq.current.take().expect("checked");
-        self.rq.dequeue_running(&mut t, now);
-        self.balancer.ran(self.id, sh.topology(), &mut t, now);
-        if let Some(p) = t.process {
-            self.balancer.threads(sh.topology(), p, -1);
-        }
-        sh.slot(task).park.set(TaskState::Running, TaskState::Dead);
-        fx.trace.push(Trace::Exited { task });
-        self.pass_after(sh, now, idle, &mut fx);
-        fx
-    }
-
-    /// The running task waits for `target` to exit.
-    pub fn join(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        target: TaskId,
-        now: u64,
-        idle: IdleDepth,
-    ) -> Effects {
-        let me = self.current().expect("join with no running task");
-        {
-            let mut j = sh.slot(target).join.lock();
-            if j.exited {
-                return self.returned();
-            }
-            j.joiners.push(me);
-        }
-        // An exit between the push and the park is a flag: the park returns.
-        self.block(sh, now, idle)
     }
 
     /// The scheduler tick: charge the running task, ask for a reschedule
@@ -590,7 +304,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
 
     /// A pass whose effects follow `fx`'s (as `fx.merge(self.pass(..))`,
     /// without building and moving a second `Effects`).
-    fn pass_after(
+    pub(crate) fn pass_after(
         &mut self,
         sh: &Shared<P::TaskState>,
         now: u64,
@@ -729,7 +443,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             .expect("repark: the task is queued here");
         sh.slot(id).park.set(TaskState::Queued, TaskState::Parked);
         *sh.slot(id).parked.lock() = Some(t);
-        self.parked.insert(id);
+        self.sleepers.park(id, None);
         self.publish(sh);
     }
 
@@ -817,91 +531,5 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         self.rq.runnable().any(|t| t.id == task)
             || self.held.contains_key(&task)
             || self.parked_here(sh, task)
-    }
-}
-
-/// A new task's PELT signal (`init_entity_runnable_average()`): its load
-/// starts at its full weight, its utilization at 0 (Linux then gives it a
-/// share of its CPU's spare capacity, `post_init_entity_util_avg()`; not
-/// modelled).
-fn new_task_avg(now: u64, weight: u32) -> crate::pelt::SchedAvg {
-    let mut a = crate::pelt::SchedAvg::starting(now);
-    a.load_avg = weight as u64;
-    a
-}
-
-/// Task ids in increasing order, kept in a vector: the tasks parked on one
-/// CPU, usually a handful. Every park and wake inserts or removes one, and
-/// a binary search and a short move cost less than a B-tree's node walk
-/// and allocation (a 10,000-round request/reply run: 130.7M -> 127.6M
-/// instructions). Iterates in the same order a `BTreeSet` would. Insert
-/// and remove move the tail, so a CPU with thousands of parked tasks pays
-/// linear time per park; that shape (every task parked on one CPU) is rare
-/// and still bounded by the task count.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct IdSet(Vec<TaskId>);
-
-impl IdSet {
-    /// Adds `id`; false if it was there.
-    pub(crate) fn insert(&mut self, id: TaskId) -> bool {
-        match self.0.binary_search(&id) {
-            Ok(_) => false,
-            Err(i) => {
-                self.0.insert(i, id);
-                true
-            }
-        }
-    }
-
-    /// Takes `id` out; false if it was not there.
-    pub(crate) fn remove(&mut self, id: &TaskId) -> bool {
-        match self.0.binary_search(id) {
-            Ok(i) => {
-                self.0.remove(i);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    pub(crate) fn contains(&self, id: &TaskId) -> bool {
-        self.0.binary_search(id).is_ok()
-    }
-
-    /// The ids, lowest first.
-    pub(crate) fn iter(&self) -> core::slice::Iter<'_, TaskId> {
-        self.0.iter()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::IdSet;
-    use crate::TaskId;
-    use alloc::collections::BTreeSet;
-    use alloc::vec::Vec;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Any sequence of inserts and removes leaves an `IdSet` holding
-        /// what a `BTreeSet` holds, in the same order, with the same
-        /// answers on the way.
-        #[test]
-        fn an_id_set_answers_as_a_btree_set_does(ops in proptest::collection::vec((any::<bool>(), 0u32..40), 0..300)) {
-            let mut ours = IdSet::default();
-            let mut theirs = BTreeSet::new();
-            for (add, raw) in ops {
-                let id = TaskId(raw);
-                if add {
-                    prop_assert_eq!(ours.insert(id), theirs.insert(id), "insert {:?}", id);
-                } else {
-                    prop_assert_eq!(ours.remove(&id), theirs.remove(&id), "remove {:?}", id);
-                }
-                prop_assert_eq!(ours.contains(&id), theirs.contains(&id), "contains {:?}", id);
-            }
-            let a: Vec<TaskId> = ours.iter().copied().collect();
-            let b: Vec<TaskId> = theirs.iter().copied().collect();
-            prop_assert_eq!(a, b, "IdSet iteration differs from BTreeSet's");
-        }
     }
 }

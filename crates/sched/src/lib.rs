@@ -61,11 +61,13 @@ mod pick;
 pub mod policy;
 pub mod runqueue;
 pub mod shared;
+mod sleepers;
 pub mod streak;
 pub(crate) mod sync;
 pub mod task;
 #[cfg(feature = "testhost")]
 pub mod testhost;
+mod thread;
 mod wake;
 
 pub use balancer::{Balancer, Builtin, Cx, Request, Requests};

@@ -151,36 +151,47 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                     t.stopped = false;
                 }
             }
-            Msg::SetMask { task, mask } => {
-                let mask = *mask & *sh.topology().cpus();
-                if mask.is_empty() {
-                    return;
-                }
-                let here = mask.contains(self.id);
-                if parked {
-                    // Corrected at its next wake.
-                    if let Some(t) = sh.slot(task).parked.lock().as_mut() {
-                        t.mask = mask;
-                    }
-                } else if let Some(t) = self.held.get_mut(&task) {
-                    // Corrected at its continue.
-                    t.mask = mask;
-                } else if self.current() == Some(task) {
-                    self.rq.current.as_mut().expect("checked").mask = mask;
-                    if !here {
-                        self.resched(Resched(task), fx);
-                    }
-                } else if let Some(mut t) = self.take_waiting(task) {
-                    t.mask = mask;
-                    if here {
-                        self.rq.put_back(t);
-                    } else {
-                        self.relocate(sh, t, TaskState::Queued, self.id, now, fx);
-                    }
-                }
-            }
+            Msg::SetMask { task, mask } => self.set_mask_here(sh, task, *mask, parked, now, fx),
             Msg::Wake { .. } | Msg::Adopt { .. } | Msg::StealRequest { .. } | Msg::Balance(_) => {
                 unreachable!("not a lifecycle message")
+            }
+        }
+    }
+
+    /// A `SetMask` for a task this CPU holds (`parked`: parked here).
+    fn set_mask_here(
+        &mut self,
+        sh: &Shared<P::TaskState>,
+        task: TaskId,
+        mask: CpuSet,
+        parked: bool,
+        now: u64,
+        fx: &mut Effects,
+    ) {
+        let mask = mask & *sh.topology().cpus();
+        if mask.is_empty() {
+            return;
+        }
+        let here = mask.contains(self.id);
+        if parked {
+            // Corrected at its next wake.
+            if let Some(t) = sh.slot(task).parked.lock().as_mut() {
+                t.mask = mask;
+            }
+        } else if let Some(t) = self.held.get_mut(&task) {
+            // Corrected at its continue.
+            t.mask = mask;
+        } else if self.current() == Some(task) {
+            self.rq.current.as_mut().expect("checked").mask = mask;
+            if !here {
+                self.resched(Resched(task), fx);
+            }
+        } else if let Some(mut t) = self.take_waiting(task) {
+            t.mask = mask;
+            if here {
+                self.rq.put_back(t);
+            } else {
+                self.relocate(sh, t, TaskState::Queued, self.id, now, fx);
             }
         }
     }

@@ -111,8 +111,8 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         fx: &mut Effects,
     ) {
         let task = self
-            .parked
-            .remove(&id)
+            .sleepers
+            .unpark(id)
             .then(|| sh.slot(id).parked.lock().take())
             .flatten();
         let Some(task) = task else {
@@ -140,7 +140,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         let id = task.id;
         if let Some(d) = task.sleep_deadline.take() {
             if prev == self.id {
-                self.deadlines.remove(&(d, id));
+                self.sleepers.cancel(d, id);
             }
             // Else the owner's heap keeps a stale entry, which it skips
             // when it fires (the slot no longer holds the task).
@@ -286,12 +286,8 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// Fires due deadlines: a wake with no waker, through delivery, for a
     /// task still parked here with that deadline.
     pub(crate) fn fire_deadlines(&mut self, sh: &Shared<P::TaskState>, now: u64, fx: &mut Effects) {
-        while let Some(&(t, id)) = self.deadlines.first() {
-            if t > now {
-                break;
-            }
-            self.deadlines.pop_first();
-            if !self.parked.contains(&id) || sh.task_word(id).owner != self.id {
+        while let Some((t, id)) = self.sleepers.pop_due(now) {
+            if !self.sleepers.holds(id) || sh.task_word(id).owner != self.id {
                 continue;
             }
             let due = {
