@@ -272,7 +272,7 @@ pub(crate) fn num(v: f64) -> Value {
 
 pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
     if a.list || a.common.scenario.is_empty() {
-        for (n, what) in catalog::CATALOG {
+        for catalog::Builtin { name: n, what, .. } in catalog::CATALOG {
             say!("{n:16} {what}");
         }
         say!("\nThe suite's rows (`schedlab suite`), each a scenario too:");

@@ -5,112 +5,160 @@ use schedlab_sim::sched::{Balance, TaskSpec};
 use schedlab_sim::{Figure, MoveReason, Op, Within};
 use schedlab_topology::{CpuSet, Level, Topology, DEFAULT_PRESET};
 
+use crate::ops::{call, futex_wait, futex_wake, lap, repeat, reply, run, serve};
 use crate::{rows, topology, Builder, Params, Scenario, ScenarioError};
 
-/// `(name, what it is)` for every built-in.
-pub const CATALOG: &[(&str, &str)] = &[
-    ("reqrep", "a request/reply pair, pinned as `placement` says (split | same_llc | same_core), `bytes` each way, `rounds` round trips; rtt_us"),
-    ("split_pair", "request/reply started with the client in LLC 0 and the server in LLC 1, neither pinned: moves once into one LLC"),
-    ("server_two_llcs", "one unpinned server on cpu0, a client pinned in LLC 0 and one pinned on cpu9, balancing off, `rounds` each; server_moves counts the moves made while both clients run"),
-    ("server_busy_near", "the seed's blind spot: a server whose near client's requests find it busy (flags) and whose far client's find it parked; `rounds` (240) near requests in bursts of `burst` (8); server_moves while both run"),
-    ("fan_out", "a producer on cpu0 wakes 16 futex waiters for 16 rounds, balancing on: migrations"),
-    ("leaving", "7 counted wakes from a thread, then 8 after it begins leaving: the task stays home"),
-    ("cs_spinners", "seed-004's selftest on smt-2x2: one SMT pair cookied, two CPU-bound spinners on each sibling; resched_ipis_per_cpu_per_s (`cookies=false`: the control)"),
-    ("many_pairs", "`pairs` request/reply pairs (default one per CPU), unpinned, started side by side: the simulator's scale case (epyc-2s-384: 768 tasks)"),
-    ("schbench", "schbench's default mode: `message_threads` (1) each waking `workers` (one per CPU) that sleep `sleep_us` (100) then multiply matrices (`operations` 5, `footprint_kb` 256); wakeup_p50_us, wakeup_p99_us, request_p99_us, rps"),
-    ("stream", "McCalpin's stream under OpenMP: `threads` (one per CPU) of one process run its 4 kernels `ntimes` (10) times over their own slices of three arrays of `array_size` (10M) doubles, `kernel_us` (1000) each, a barrier after each; nothing shared; kernel_us, end_llcs"),
-    ("hackbench", "rt-tests' hackbench in pipe mode: `groups` (10) of `fds` (20) senders each writing `datasize` (100) B to every receiver of the group, `loops` (100) times; total_ms, what it prints as Time"),
-    ("shared_workers", "a dispatcher wakes a process of `workers` (8) sharing `shared_bytes` (4 MiB) of written data, `items` (100) times, `work_ns` each; `placement` packed (LLC 0) | spread (two LLCs) | free | scattered (worker i starts in LLC i); item_us, llc_refill_mib, cold_starts, end_llcs, end_llc_most"),
-    ("split_pairs", "one process of `pairs` (4) request/reply pairs, each client starting in LLC 0 and its server in LLC 1, unpinned, sharing `shared_bytes` (1 MiB); rtt_us, end_llcs, llc_refill_mib"),
-    ("server_clients", "one process: a server starting in LLC 0 and `clients` (one per LLC, up to 4) clients starting in LLC i, unpinned; rtt_us, end_llcs, server_moves"),
-    ("busy_process", "one process of `threads` (24) busy threads sharing `shared_bytes` (8 MiB): each runs `work_ns` (2 ms) and sleeps `sleep_ns` (50 us), `rounds` (400) times, started scattered over the LLCs: more busy threads than an LLC has CPUs (over-aggregation); round_us, end_llcs, end_llc_most, llc_refill_mib"),
-    ("llc_overflow", "two processes of `threads` (2) with `shared_bytes` (12 MiB) each run `work_ns` and sleep `sleep_ns`, `rounds` (100) times; `placement` packed (one LLC) | spread | free; round_us, llc_refill_mib, cold_starts"),
-    ("indep_wakes", "a task woken at random by pinned wakers in two LLCs, parked at every wake: moves per counted wake against 1/(2^(k+1)-2)"),
+/// What builds a built-in into a builder, from its parameters.
+pub type Build = fn(&mut Builder, &mut Params) -> Result<(), ScenarioError>;
+
+/// A built-in scenario: its name, what it is, and what builds it.
+#[derive(Clone, Copy, Debug)]
+pub struct Builtin {
+    pub name: &'static str,
+    pub what: &'static str,
+    build: Build,
+    /// The machine it runs on when none is named (else the default
+    /// preset).
+    pub topology: Option<&'static str>,
+}
+
+const fn builtin(name: &'static str, what: &'static str, build: Build) -> Builtin {
+    Builtin {
+        name,
+        what,
+        build,
+        topology: None,
+    }
+}
+
+/// A built-in whose own machine is `topology` unless the user names one.
+const fn builtin_on(
+    name: &'static str,
+    what: &'static str,
+    build: Build,
+    topology: &'static str,
+) -> Builtin {
+    Builtin {
+        topology: Some(topology),
+        ..builtin(name, what, build)
+    }
+}
+
+/// Every built-in, the one table of them (the suite's rows are built-ins
+/// too: [`rows::ROWS`]).
+pub const CATALOG: &[Builtin] = &[
+    builtin(
+        "reqrep",
+        "a request/reply pair, pinned as `placement` says (split | same_llc | same_core), `bytes` each way, `rounds` round trips; rtt_us",
+        reqrep,
+    ),
+    builtin(
+        "split_pair",
+        "request/reply started with the client in LLC 0 and the server in LLC 1, neither pinned: moves once into one LLC",
+        split_pair,
+    ),
+    builtin(
+        "server_two_llcs",
+        "one unpinned server on cpu0, a client pinned in LLC 0 and one pinned on cpu9, balancing off, `rounds` each; server_moves counts the moves made while both clients run",
+        server_two_llcs,
+    ),
+    builtin(
+        "server_busy_near",
+        "the seed's blind spot: a server whose near client's requests find it busy (flags) and whose far client's find it parked; `rounds` (240) near requests in bursts of `burst` (8); server_moves while both run",
+        server_busy_near,
+    ),
+    builtin(
+        "fan_out",
+        "a producer on cpu0 wakes 16 futex waiters for 16 rounds, balancing on: migrations",
+        fan_out,
+    ),
+    builtin(
+        "leaving",
+        "7 counted wakes from a thread, then 8 after it begins leaving: the task stays home",
+        leaving,
+    ),
+    builtin_on(
+        "cs_spinners",
+        "seed-004's selftest on smt-2x2: one SMT pair cookied, two CPU-bound spinners on each sibling; resched_ipis_per_cpu_per_s (`cookies=false`: the control)",
+        cs_spinners,
+        "smt-2x2",
+    ),
+    builtin(
+        "many_pairs",
+        "`pairs` request/reply pairs (default one per CPU), unpinned, started side by side: the simulator's scale case (epyc-2s-384: 768 tasks)",
+        many_pairs,
+    ),
+    builtin(
+        "schbench",
+        "schbench's default mode: `message_threads` (1) each waking `workers` (one per CPU) that sleep `sleep_us` (100) then multiply matrices (`operations` 5, `footprint_kb` 256); wakeup_p50_us, wakeup_p99_us, request_p99_us, rps",
+        schbench_default,
+    ),
+    builtin(
+        "stream",
+        "McCalpin's stream under OpenMP: `threads` (one per CPU) of one process run its 4 kernels `ntimes` (10) times over their own slices of three arrays of `array_size` (10M) doubles, `kernel_us` (1000) each, a barrier after each; nothing shared; kernel_us, end_llcs",
+        stream_default,
+    ),
+    builtin(
+        "hackbench",
+        "rt-tests' hackbench in pipe mode: `groups` (10) of `fds` (20) senders each writing `datasize` (100) B to every receiver of the group, `loops` (100) times; total_ms, what it prints as Time",
+        hackbench_default,
+    ),
+    builtin(
+        "shared_workers",
+        "a dispatcher wakes a process of `workers` (8) sharing `shared_bytes` (4 MiB) of written data, `items` (100) times, `work_ns` each; `placement` packed (LLC 0) | spread (two LLCs) | free | scattered (worker i starts in LLC i); item_us, llc_refill_mib, cold_starts, end_llcs, end_llc_most",
+        crate::locality::shared_workers,
+    ),
+    builtin(
+        "split_pairs",
+        "one process of `pairs` (4) request/reply pairs, each client starting in LLC 0 and its server in LLC 1, unpinned, sharing `shared_bytes` (1 MiB); rtt_us, end_llcs, llc_refill_mib",
+        crate::locality::split_pairs,
+    ),
+    builtin(
+        "server_clients",
+        "one process: a server starting in LLC 0 and `clients` (one per LLC, up to 4) clients starting in LLC i, unpinned; rtt_us, end_llcs, server_moves",
+        crate::locality::server_clients,
+    ),
+    builtin(
+        "busy_process",
+        "one process of `threads` (24) busy threads sharing `shared_bytes` (8 MiB): each runs `work_ns` (2 ms) and sleeps `sleep_ns` (50 us), `rounds` (400) times, started scattered over the LLCs: more busy threads than an LLC has CPUs (over-aggregation); round_us, end_llcs, end_llc_most, llc_refill_mib",
+        crate::locality::busy_process,
+    ),
+    builtin(
+        "llc_overflow",
+        "two processes of `threads` (2) with `shared_bytes` (12 MiB) each run `work_ns` and sleep `sleep_ns`, `rounds` (100) times; `placement` packed (one LLC) | spread | free; round_us, llc_refill_mib, cold_starts",
+        crate::locality::llc_overflow,
+    ),
+    builtin(
+        "indep_wakes",
+        "a task woken at random by pinned wakers in two LLCs, parked at every wake: moves per counted wake against 1/(2^(k+1)-2)",
+        indep_wakes,
+    ),
 ];
 
 pub fn names() -> impl Iterator<Item = &'static str> {
-    CATALOG.iter().map(|(n, _)| *n)
+    CATALOG.iter().map(|b| b.name)
 }
 
 /// Builds the built-in `name` on `topo` (its default when `None`).
 pub fn build(name: &str, topo: Option<&str>, mut p: Params) -> Result<Scenario, ScenarioError> {
-    let t = topology(topo.unwrap_or(DEFAULT_PRESET))?;
+    let builtin = CATALOG.iter().find(|c| c.name == name);
+    let own = builtin.and_then(|c| c.topology);
+    let t = topology(topo.or(own).unwrap_or(DEFAULT_PRESET))?;
     let mut b = Builder::new(name, t);
-    match name {
-        "reqrep" => reqrep(&mut b, &mut p)?,
-        "split_pair" => split_pair(&mut b, &mut p)?,
-        "server_two_llcs" => server_two_llcs(&mut b, &mut p)?,
-        "server_busy_near" => server_busy_near(&mut b, &mut p)?,
-        "fan_out" => fan_out(&mut b, &mut p)?,
-        "leaving" => leaving(&mut b, &mut p)?,
-        "indep_wakes" => indep_wakes(&mut b, &mut p)?,
-        "many_pairs" => many_pairs(&mut b, &mut p)?,
-        "cs_spinners" => cs_spinners(&mut b, &mut p, topo.is_none())?,
-        "hackbench" => crate::field::hackbench(&mut b, &mut p, (10, 20, 100))?,
-        "shared_workers" => crate::locality::shared_workers(&mut b, &mut p)?,
-        "llc_overflow" => crate::locality::llc_overflow(&mut b, &mut p)?,
-        "busy_process" => crate::locality::busy_process(&mut b, &mut p)?,
-        "split_pairs" => crate::locality::split_pairs(&mut b, &mut p)?,
-        "server_clients" => crate::locality::server_clients(&mut b, &mut p)?,
-        "schbench" => {
-            let cpus = b.topology().num_cpus() as u64;
-            crate::field::schbench(&mut b, &mut p, (1, cpus), "wakeup_p99_us")?
-        }
-        "stream" => {
-            let cpus = b.topology().num_cpus() as u64;
-            crate::field::stream(&mut b, &mut p, cpus)?
-        }
-        other if rows::find(other).is_some() => {
-            rows::build(rows::find(other).expect("checked"), &mut b, &mut p)?
-        }
-        other => {
-            let known: Vec<&str> = names().chain(rows::ROWS.iter().map(|r| r.name)).collect();
-            return Err(ScenarioError(format!(
-                "unknown scenario {other:?}: expected one of {}, or a .toml file",
-                known.join(", ")
-            )));
-        }
+    if let Some(builtin) = builtin {
+        (builtin.build)(&mut b, &mut p)?;
+    } else if let Some(row) = rows::find(name) {
+        rows::build(row, &mut b, &mut p)?;
+    } else {
+        let known: Vec<&str> = names().chain(rows::ROWS.iter().map(|r| r.name)).collect();
+        return Err(ScenarioError(format!(
+            "unknown scenario {name:?}: expected one of {}, or a .toml file",
+            known.join(", ")
+        )));
     }
     b.common(&mut p)?;
     let params = p.finish(name)?;
     Ok(b.build(params))
-}
-
-pub fn run(ns: u64) -> Op {
-    Op::Run(ns)
-}
-
-pub fn call(port: &str, bytes: u64) -> Op {
-    Op::Call {
-        port: port.into(),
-        bytes,
-    }
-}
-
-pub fn serve(port: &str) -> Op {
-    Op::Serve { port: port.into() }
-}
-
-pub fn reply(bytes: u64) -> Op {
-    Op::Reply { bytes }
-}
-
-pub fn lap(metric: &str) -> Op {
-    Op::Lap {
-        metric: metric.into(),
-    }
-}
-
-pub fn repeat(n: u64, body: Vec<Op>) -> Op {
-    Op::Loop { n, body }
-}
-
-pub fn futex_wait(f: &str) -> Op {
-    Op::FutexWait { futex: f.into() }
-}
-
-pub fn futex_wake(f: &str, n: u32) -> Op {
-    Op::FutexWake { futex: f.into(), n }
 }
 
 /// A CPU of `t` at `level` from `cpu`: the first that is that far, in id
@@ -559,15 +607,8 @@ fn many_pairs(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
 /// its siblings, count reschedule IPIs. Linux measured 808-2123 per CPU per
 /// second without the fix (the selftest fails above 1000) and 224-271 with
 /// it.
-fn cs_spinners(
-    b: &mut Builder,
-    p: &mut Params,
-    default_topology: bool,
-) -> Result<(), ScenarioError> {
+fn cs_spinners(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     let cookies = p.get_bool("cookies", true)?;
-    if default_topology {
-        *b = Builder::new("cs_spinners", topology("smt-2x2")?);
-    }
     let t = b.topology().clone();
     let first = schedlab_topology::CpuId::new(0);
     let pair: Vec<usize> = t.core_cpus(first).iter().map(|c| c.index()).collect();
@@ -603,4 +644,18 @@ fn cs_spinners(
         },
     );
     Ok(())
+}
+
+fn hackbench_default(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    crate::field::hackbench(b, p, (10, 20, 100))
+}
+
+fn schbench_default(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let cpus = b.topology().num_cpus() as u64;
+    crate::field::schbench(b, p, (1, cpus), "wakeup_p99_us")
+}
+
+fn stream_default(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let cpus = b.topology().num_cpus() as u64;
+    crate::field::stream(b, p, cpus)
 }

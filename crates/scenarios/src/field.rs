@@ -88,7 +88,7 @@
 use schedlab_sim::sched::TaskSpec;
 use schedlab_sim::{Figure, Op};
 
-use crate::catalog::{futex_wait, futex_wake, lap, repeat};
+use crate::ops::{futex_wait, futex_wake, lap, repeat};
 use crate::{Builder, Params, ScenarioError};
 
 fn pipe_write(pipe: &str, bytes: u64) -> Op {

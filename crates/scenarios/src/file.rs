@@ -190,50 +190,23 @@ pub fn load_str_on(
     mut params: Params,
     machine: Option<Topology>,
 ) -> Result<Scenario, ReadError> {
-    let on_machine = machine.is_some();
-    let at = |offset: usize, message: String| {
-        let (l, c) = line_column(text, offset);
-        ReadError {
-            file: file.to_path_buf(),
-            line: Some(l),
-            column: Some(c),
-            message,
-        }
-    };
-    let whole = |message: String| ReadError {
-        file: file.to_path_buf(),
-        line: None,
-        column: None,
-        message,
+    let src = Src {
+        text,
+        file,
+        on_machine: machine.is_some(),
     };
     let spec: FileSpec = toml::from_str(text).map_err(|e| toml_error(text, file, &e))?;
     let stem = file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "scenario".into());
-    // The machine given (`--topology`, a real run's) wins over the file's
-    // [topology], with a note; a file without one runs on amd-2x8, as the
-    // built-in scenarios do.
-    let mut replaced = None;
-    let topo = match (machine, &spec.topology) {
-        (Some(t), Some(_)) => {
-            replaced = Some(format!(
-                "{}: runs on {}, not on the [topology] it names",
-                file.display(),
-                t.name()
-            ));
-            t
-        }
-        (Some(t), None) => t,
-        (None, Some(named)) => named.build(text, file, &stem)?,
-        (None, None) => schedlab_topology::preset(DEFAULT_TOPOLOGY).expect("a preset"),
-    };
+    let (topo, replaced) = src.machine(&spec, machine, &stem)?;
     let n = topo.num_cpus();
     let name = spec.name.clone().unwrap_or(stem);
     let mut b = Builder::new(&name, topo);
     if let Some(ms) = &spec.run_ms {
         if *ms.get_ref() == 0 {
-            return Err(at(
+            return Err(src.at(
                 ms.span().start,
                 "expected run_ms of 1 or more, found 0".into(),
             ));
@@ -246,117 +219,193 @@ pub fn load_str_on(
     if let Some(c) = spec.cost {
         b.cost(c);
     }
-    let pol = &spec.policy;
-    let (name, off) = match &pol.placement {
-        Some(s) => (s.get_ref().clone(), s.span().start),
-        None => ("waker-streak".to_string(), 0),
-    };
-    let name = match pol.waker_run {
-        Some(k) if name == "waker-streak" => format!("waker-streak:{k}"),
-        _ => name,
-    };
-    b.policy(
-        params
-            .registry()
-            .resolve(&name)
-            .map_err(|e| at(off, format!("placement: {e}")))?,
-    );
-    if let Some(s) = &pol.spawn {
-        b.spawn(
-            s.get_ref()
-                .parse::<SpawnPolicy>()
-                .map_err(|e| at(s.span().start, e.0))?,
-        );
-    }
-    if let Some(bal) = &pol.balance {
-        let v = match bal.get_ref() {
-            BalanceSpec::On(true) => "on".to_string(),
-            BalanceSpec::On(false) => "off".to_string(),
-            BalanceSpec::Named(n) => n.clone(),
-        };
-        let own = b.spec.policy.balance_rule();
-        let parsed = crate::parse_balance(&v, b.spec.config.balance.kind, own)
-            .map_err(|e| at(bal.span().start, e))?;
-        b.balance(parsed);
-    }
-    if let Some(p) = pol.protect_on_repick {
-        b.config().fair.protect_on_repick = p;
-    }
-    let programs: BTreeMap<String, Vec<Op>> = spec
-        .programs
-        .iter()
-        .map(|(k, v)| (k.clone(), v.get_ref().clone()))
-        .collect();
-    for (pname, ops) in &spec.programs {
-        check::check_ops(ops.get_ref(), &programs)
-            .map_err(|m| at(ops.span().start, format!("program {pname:?}: {m}")))?;
-        b.program(pname, ops.get_ref().clone());
-    }
-    if let Some(cycle) = check::spawn_cycle(&programs) {
-        let off = spec.programs[&cycle[0]].span().start;
-        return Err(at(
-            off,
-            format!(
-                "spawn recursion with no bound: {} spawns {:?} again; no spawn is conditional, so it would never end",
-                cycle.join(" -> "),
-                cycle[0]
-            ),
-        ));
-    }
-    for pr in &spec.process {
-        if b.spec.processes.contains_key(pr.name.get_ref()) {
-            return Err(at(
-                pr.name.span().start,
-                format!("process {:?} is declared twice", pr.name.get_ref()),
-            ));
-        }
-        b.process(pr.name.get_ref(), pr.shared_bytes);
-    }
+    src.policy(&spec.policy, &mut b, &params)?;
+    let programs = src.programs(&spec, &mut b)?;
     if spec.task.is_empty() {
-        return Err(whole("expected at least one [[task]], found none".into()));
+        return Err(src.whole("expected at least one [[task]], found none".into()));
     }
     for t in &spec.task {
+        src.task(t, n, &programs, &mut b)?;
+    }
+    for f in &spec.figure {
+        b.figure(&f.name, f.figure.clone());
+    }
+    b.common(&mut params).map_err(|e| src.whole(e.0))?;
+    let used = params.finish(&name).map_err(|e| src.whole(e.0))?;
+    let mut notes = src.warnings(&spec, &programs);
+    notes.extend(replaced);
+    let mut s = b.build(used);
+    s.notes = notes;
+    Ok(s)
+}
+
+/// The file being read, for positioned errors.
+struct Src<'a> {
+    text: &'a str,
+    file: &'a Path,
+    /// A real run's machine replaces the file's topology.
+    on_machine: bool,
+}
+
+impl Src<'_> {
+    /// An error at byte `offset` of the text.
+    fn at(&self, offset: usize, message: String) -> ReadError {
+        let (l, c) = line_column(self.text, offset);
+        ReadError {
+            file: self.file.to_path_buf(),
+            line: Some(l),
+            column: Some(c),
+            message,
+        }
+    }
+
+    /// An error of the file as a whole.
+    fn whole(&self, message: String) -> ReadError {
+        ReadError {
+            file: self.file.to_path_buf(),
+            line: None,
+            column: None,
+            message,
+        }
+    }
+
+    /// The machine: the one given (`--topology`, a real run's) wins over
+    /// the file's [topology], with a note; a file without one runs on
+    /// amd-2x8, as the built-in scenarios do.
+    fn machine(
+        &self,
+        spec: &FileSpec,
+        machine: Option<Topology>,
+        stem: &str,
+    ) -> Result<(Topology, Option<String>), ReadError> {
+        Ok(match (machine, &spec.topology) {
+            (Some(t), Some(_)) => {
+                let note = format!(
+                    "{}: runs on {}, not on the [topology] it names",
+                    self.file.display(),
+                    t.name()
+                );
+                (t, Some(note))
+            }
+            (Some(t), None) => (t, None),
+            (None, Some(named)) => (named.build(self.text, self.file, stem)?, None),
+            (None, None) => (
+                schedlab_topology::preset(DEFAULT_TOPOLOGY).expect("a preset"),
+                None,
+            ),
+        })
+    }
+
+    /// `[policy]`: placement, spawn rule, balancer, repick protection.
+    fn policy(&self, pol: &PolicySpec, b: &mut Builder, params: &Params) -> Result<(), ReadError> {
+        let (name, off) = match &pol.placement {
+            Some(s) => (s.get_ref().clone(), s.span().start),
+            None => ("waker-streak".to_string(), 0),
+        };
+        let name = match pol.waker_run {
+            Some(k) if name == "waker-streak" => format!("waker-streak:{k}"),
+            _ => name,
+        };
+        b.policy(
+            params
+                .registry()
+                .resolve(&name)
+                .map_err(|e| self.at(off, format!("placement: {e}")))?,
+        );
+        if let Some(s) = &pol.spawn {
+            b.spawn(
+                s.get_ref()
+                    .parse::<SpawnPolicy>()
+                    .map_err(|e| self.at(s.span().start, e.0))?,
+            );
+        }
+        if let Some(bal) = &pol.balance {
+            let v = match bal.get_ref() {
+                BalanceSpec::On(true) => "on".to_string(),
+                BalanceSpec::On(false) => "off".to_string(),
+                BalanceSpec::Named(n) => n.clone(),
+            };
+            let own = b.spec.policy.balance_rule();
+            let parsed = crate::parse_balance(&v, b.spec.config.balance.kind, own)
+                .map_err(|e| self.at(bal.span().start, e))?;
+            b.balance(parsed);
+        }
+        if let Some(p) = pol.protect_on_repick {
+            b.config().fair.protect_on_repick = p;
+        }
+        Ok(())
+    }
+
+    /// `[programs]` (checked, with no unbounded spawn recursion) and
+    /// `[[process]]`; the programs by name.
+    fn programs(
+        &self,
+        spec: &FileSpec,
+        b: &mut Builder,
+    ) -> Result<BTreeMap<String, Vec<Op>>, ReadError> {
+        let programs: BTreeMap<String, Vec<Op>> = spec
+            .programs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+            .collect();
+        for (pname, ops) in &spec.programs {
+            check::check_ops(ops.get_ref(), &programs)
+                .map_err(|m| self.at(ops.span().start, format!("program {pname:?}: {m}")))?;
+            b.program(pname, ops.get_ref().clone());
+        }
+        if let Some(cycle) = check::spawn_cycle(&programs) {
+            let off = spec.programs[&cycle[0]].span().start;
+            return Err(self.at(
+                off,
+                format!(
+                    "spawn recursion with no bound: {} spawns {:?} again; no spawn is conditional, so it would never end",
+                    cycle.join(" -> "),
+                    cycle[0]
+                ),
+            ));
+        }
+        for pr in &spec.process {
+            if b.spec.processes.contains_key(pr.name.get_ref()) {
+                return Err(self.at(
+                    pr.name.span().start,
+                    format!("process {:?} is declared twice", pr.name.get_ref()),
+                ));
+            }
+            b.process(pr.name.get_ref(), pr.shared_bytes);
+        }
+        Ok(programs)
+    }
+
+    /// One `[[task]]` on a machine of `n` CPUs.
+    fn task(
+        &self,
+        t: &TaskFile,
+        n: usize,
+        programs: &BTreeMap<String, Vec<Op>>,
+        b: &mut Builder,
+    ) -> Result<(), ReadError> {
         let cpu = *t.cpu.get_ref();
         if cpu >= n {
-            return Err(at(
+            return Err(self.at(
                 t.cpu.span().start,
-                if on_machine {
+                if self.on_machine {
                     format!("expected a CPU below {n} (this machine has {n}; a real run runs here), found {cpu}")
                 } else {
                     format!("expected a CPU below {n}, found {cpu}")
                 },
             ));
         }
-        let cpulist = |m: &Spanned<String>, what: &str| {
-            let set = parse_cpulist(m.get_ref()).map_err(|e| {
-                at(
-                    m.span().start + e.column,
-                    format!("expected {}, found {}", e.expected, e.found),
-                )
-            })?;
-            let set = set & CpuSet::first_n(n);
-            if set.is_empty() {
-                return Err(at(
-                    m.span().start,
-                    format!(
-                        "expected {what} naming some CPU of the {n}, found {:?}",
-                        m.get_ref()
-                    ),
-                ));
-            }
-            Ok(set)
-        };
         let start_in = t
             .start_in
             .as_ref()
-            .map(|m| cpulist(m, "a start_in list"))
+            .map(|m| self.cpulist(m, "a start_in list", n))
             .transpose()?;
         let mask: Option<CpuSet> = match &t.mask {
             None => None,
             Some(m) => {
-                let set = cpulist(m, "a mask")?;
+                let set = self.cpulist(m, "a mask", n)?;
                 if !set.contains(schedlab_topology::CpuId::new(cpu)) {
-                    return Err(at(
+                    return Err(self.at(
                         t.cpu.span().start,
                         format!("expected the start CPU inside the mask {set}, found cpu{cpu}"),
                     ));
@@ -364,47 +413,12 @@ pub fn load_str_on(
                 Some(set)
             }
         };
-        let mut ts = match (t.rt, &t.nice) {
-            (Some(_), Some(_)) => {
-                return Err(whole(format!(
-                    "task {:?}: expected nice or rt, found both",
-                    t.name
-                )))
-            }
-            (Some(p), None) if (1..=99).contains(&p) => TaskSpec::rt(p),
-            (Some(p), None) => {
-                return Err(whole(format!(
-                    "task {:?}: expected an rt priority 1-99, found {p}",
-                    t.name
-                )))
-            }
-            (None, None) => TaskSpec::fair(0),
-            (None, Some(nice)) => {
-                let v = *nice.get_ref();
-                if !(-20..=19).contains(&v) {
-                    return Err(at(
-                        nice.span().start,
-                        format!("expected nice in -20..19, found {v}"),
-                    ));
-                }
-                TaskSpec::fair(v)
-            }
-        };
-        if let Some(sl) = &t.slice_ns {
-            if *sl.get_ref() == 0 {
-                return Err(at(
-                    sl.span().start,
-                    "expected slice_ns of 1 or more, found 0".into(),
-                ));
-            }
-            ts.slice_ns = Some(*sl.get_ref());
-        }
-        ts.cookie = t.cookie.unwrap_or(0);
+        let ts = self.task_spec(t)?;
         if ts.cookie != 0 {
             b.config().core_sched = true;
         }
-        check::check_ops(t.program.get_ref(), &programs)
-            .map_err(|m| at(t.program.span().start, format!("task {:?}: {m}", t.name)))?;
+        check::check_ops(t.program.get_ref(), programs)
+            .map_err(|m| self.at(t.program.span().start, format!("task {:?}: {m}", t.name)))?;
         b.task(&t.name, cpu, mask, ts, t.program.get_ref().clone());
         if let Some(ws) = t.working_set {
             b.spec.tasks.last_mut().expect("just added").working_set = ws;
@@ -414,41 +428,95 @@ pub fn load_str_on(
         }
         if let Some(p) = &t.process {
             if !b.spec.processes.contains_key(p.get_ref()) {
-                return Err(at(
+                return Err(self.at(
                     p.span().start,
                     format!("task {:?}: process {:?} is not declared: expected a [[process]] of that name", t.name, p.get_ref()),
                 ));
             }
             b.in_process(p.get_ref());
         }
+        Ok(())
     }
-    for f in &spec.figure {
-        b.figure(&f.name, f.figure.clone());
-    }
-    b.common(&mut params).map_err(|e| whole(e.0))?;
-    let used = params.finish(&name).map_err(|e| whole(e.0))?;
-    let all = spec
-        .task
-        .iter()
-        .map(|t| t.program.get_ref().as_slice())
-        .chain(programs.values().map(Vec::as_slice));
-    let all: Vec<&[Op]> = all.collect();
-    let mut notes: Vec<String> = check::unserved_ports(all.iter().copied())
-        .into_iter()
-        .map(|p| format!("{}: warning: port {p:?} is called and served by no program: each call waits for ever", file.display()))
-        .collect();
-    notes.extend(
-        check::never_woken(all.iter().copied())
-            .into_iter()
-            .map(|w| {
+
+    /// A cpulist of the file, cut to the machine's `n` CPUs and not empty.
+    fn cpulist(&self, m: &Spanned<String>, what: &str, n: usize) -> Result<CpuSet, ReadError> {
+        let set = parse_cpulist(m.get_ref()).map_err(|e| {
+            self.at(
+                m.span().start + e.column,
+                format!("expected {}, found {}", e.expected, e.found),
+            )
+        })?;
+        let set = set & CpuSet::first_n(n);
+        if set.is_empty() {
+            return Err(self.at(
+                m.span().start,
                 format!(
-            "{}: warning: {w} is waited on and woken by no program: each wait lasts for ever",
-            file.display()
-        )
-            }),
-    );
-    notes.extend(replaced);
-    let mut s = b.build(used);
-    s.notes = notes;
-    Ok(s)
+                    "expected {what} naming some CPU of the {n}, found {:?}",
+                    m.get_ref()
+                ),
+            ));
+        }
+        Ok(set)
+    }
+
+    /// A task's band (nice or rt), slice and cookie.
+    fn task_spec(&self, t: &TaskFile) -> Result<TaskSpec, ReadError> {
+        let mut ts = match (t.rt, &t.nice) {
+            (Some(_), Some(_)) => {
+                return Err(self.whole(format!(
+                    "task {:?}: expected nice or rt, found both",
+                    t.name
+                )))
+            }
+            (Some(p), None) if (1..=99).contains(&p) => TaskSpec::rt(p),
+            (Some(p), None) => {
+                return Err(self.whole(format!(
+                    "task {:?}: expected an rt priority 1-99, found {p}",
+                    t.name
+                )))
+            }
+            (None, None) => TaskSpec::fair(0),
+            (None, Some(nice)) => {
+                let v = *nice.get_ref();
+                if !(-20..=19).contains(&v) {
+                    return Err(self.at(
+                        nice.span().start,
+                        format!("expected nice in -20..19, found {v}"),
+                    ));
+                }
+                TaskSpec::fair(v)
+            }
+        };
+        if let Some(sl) = &t.slice_ns {
+            if *sl.get_ref() == 0 {
+                return Err(self.at(
+                    sl.span().start,
+                    "expected slice_ns of 1 or more, found 0".into(),
+                ));
+            }
+            ts.slice_ns = Some(*sl.get_ref());
+        }
+        ts.cookie = t.cookie.unwrap_or(0);
+        Ok(ts)
+    }
+
+    /// Warnings about waits nothing can end: ports no program serves,
+    /// futexes no program wakes.
+    fn warnings(&self, spec: &FileSpec, programs: &BTreeMap<String, Vec<Op>>) -> Vec<String> {
+        let file = self.file.display();
+        let all: Vec<&[Op]> = spec
+            .task
+            .iter()
+            .map(|t| t.program.get_ref().as_slice())
+            .chain(programs.values().map(Vec::as_slice))
+            .collect();
+        let mut notes: Vec<String> = check::unserved_ports(all.iter().copied())
+            .into_iter()
+            .map(|p| format!("{file}: warning: port {p:?} is called and served by no program: each call waits for ever"))
+            .collect();
+        notes.extend(check::never_woken(all.iter().copied()).into_iter().map(|w| {
+            format!("{file}: warning: {w} is waited on and woken by no program: each wait lasts for ever")
+        }));
+        notes
+    }
 }

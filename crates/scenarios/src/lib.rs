@@ -28,6 +28,7 @@ pub mod check;
 mod field;
 pub mod file;
 mod locality;
+pub mod ops;
 pub mod rows;
 pub mod rtapp;
 pub mod suite;

@@ -39,7 +39,7 @@ use schedlab_sim::sched::TaskSpec;
 use schedlab_sim::{Figure, Op};
 use schedlab_topology::CpuSet;
 
-use crate::catalog::{call, futex_wait, futex_wake, lap, repeat, reply, run, serve};
+use crate::ops::{call, futex_wait, futex_wake, lap, repeat, reply, run, serve};
 use crate::{Builder, Params, ScenarioError};
 
 /// Where the threads may run.

@@ -76,7 +76,7 @@ use schedlab_sim::sched::{Balance, SpawnPolicy, TaskSpec};
 use schedlab_sim::{Figure, Op};
 use schedlab_topology::{CpuId, CpuSet};
 
-use crate::catalog::{call, futex_wait, futex_wake, lap, repeat, reply, run, serve};
+use crate::ops::{call, futex_wait, futex_wake, lap, lap_start, repeat, reply, run, serve};
 use crate::{Builder, Params, ScenarioError};
 
 /// Which way a row is better.
@@ -95,7 +95,12 @@ impl Direction {
     }
 }
 
-/// One row of the suite.
+/// What builds a row's scenario into a builder (the row's own
+/// parameters read from `Params`).
+pub type Build = fn(&Row, &mut Builder, &mut Params) -> Result<(), ScenarioError>;
+
+/// One row of the suite: its name, unit, direction, what it measures, and
+/// what builds it. [`ROWS`] is the one table of them.
 #[derive(Clone, Copy, Debug)]
 pub struct Row {
     pub name: &'static str,
@@ -103,6 +108,7 @@ pub struct Row {
     pub unit: &'static str,
     pub direction: Direction,
     pub what: &'static str,
+    pub(crate) build: Build,
 }
 
 const fn row(
@@ -110,12 +116,14 @@ const fn row(
     unit: &'static str,
     direction: Direction,
     what: &'static str,
+    build: Build,
 ) -> Row {
     Row {
         name,
         unit,
         direction,
         what,
+        build,
     }
 }
 
@@ -123,42 +131,42 @@ use Direction::{Higher, Lower};
 
 /// Every row, in the suite's order.
 pub const ROWS: &[Row] = &[
-    row("ipc.reqrep.8", "µs", Lower, "request/reply, 8 B each way, started split across the LLCs: round trip p50"),
-    row("ipc.reqrep.4096", "µs", Lower, "request/reply, 4 KiB each way, started split: round trip p50"),
-    row("ipc.reqrep.65536", "µs", Lower, "request/reply, 64 KiB each way, started split: round trip p50"),
-    row("ipc.reqrep_handle.8", "µs", Lower, "request/reply carrying a handle (1 µs of server work), started split: round trip p50"),
-    row("fs.disk.read_4k_at", "µs", Lower, "a client reads 4 KiB from a file server that reads the disk (completion by interrupt), started split: p50"),
-    row("pipe.throughput.256", "GB/s", Higher, "a fresh writer thread each round writes 1 MiB in 256 B writes to the main thread"),
-    row("pipe.throughput.4096", "GB/s", Higher, "the same in 4 KiB writes"),
-    row("pipe.throughput.16384", "GB/s", Higher, "the same in 16 KiB writes"),
-    row("pipe.throughput.65536", "GB/s", Higher, "the same in 64 KiB writes"),
-    row("pingpong.pipe.cross_core", "µs", Lower, "a byte back and forth over two pipes, threads pinned on cpu1 and cpu2: round trip p50"),
-    row("pingpong.futex.cross_core", "µs", Lower, "futex ping-pong, threads pinned on cpu1 and cpu2: round trip p50"),
-    row("wake.storm.call.w1", "µs", Lower, "the main thread calls 1 server thread: per call p50"),
-    row("wake.storm.call.w4", "µs", Lower, "the main thread calls 4 server threads round robin: per call p50"),
-    row("wake.storm.call.w64", "µs", Lower, "the main thread calls 64 server threads round robin: per call p50"),
-    row("wake.storm.drain.w1", "µs", Lower, "the main thread wakes 1 waiter and waits for it to drain: per round p50"),
-    row("wake.storm.drain.w4", "µs", Lower, "... 4 waiters at once: per round p50"),
-    row("wake.storm.drain.w16", "µs", Lower, "... 16 waiters at once: per round p50"),
-    row("wake.storm.drain.w64", "µs", Lower, "... 64 waiters at once: per round p50"),
-    row("thread.spawn_join.default", "µs", Lower, "spawn a thread that exits at once and join it: p50"),
-    row("work.build_shaped.j16", "µs", Lower, "a parent runs 4 batches of 16 children (200-500 µs each), waiting for each exit: the build"),
-    row("wake.periodic.idle", "µs", Lower, "a 1 ms periodic sleep on an idle machine: how late it wakes, p50"),
-    row("time.sleep_late.10ms", "µs", Lower, "a 10 ms sleep on an idle machine: how late it wakes, p50"),
-    row("fair.nice", "%", Lower, "nice 0 against nice 5 on one CPU: CPU-time ratio off the weights' ratio"),
-    row("tail.timer", "µs", Lower, "200 µs sleeps of 16 threads beside 8 spinners: how late they wake, p99"),
-    row("hackbench.pipe.g1", "ms", Lower, "hackbench -p: 1 group of 20 senders and 20 receivers, 50 loops of 100 B: Time"),
-    row("hackbench.pipe.g4", "ms", Lower, "hackbench -p: 4 groups (160 threads), 25 loops: Time"),
-    row("hackbench.thread.g1.f4", "ms", Lower, "hackbench -p -T: 1 group of 4 senders and 4 receivers, threads of one process (fewer than an LLC of 16 CPUs holds), 10000 loops: Time"),
-    row("hackbench.thread.g4.f4", "ms", Lower, "hackbench -p -T: 4 groups of 4 and 4 (32 threads of one process, wider than an LLC of 16 CPUs), 2500 loops: Time"),
-    row("schbench.m1.wakeup_p99", "µs", Lower, "schbench: 1 message thread waking a worker per CPU: wakeup latency p99"),
-    row("schbench.m2.t4.wakeup_p99", "µs", Lower, "schbench: 2 message threads of 4 workers (half the machine): wakeup latency p99"),
-    row("locality.shared_workers", "µs", Lower, "a dispatcher wakes 4 workers of one process sharing 4 MiB of written data, worker i starting in LLC i: item p50"),
-    row("locality.split_pairs", "µs", Lower, "one process of 4 request/reply pairs, each client starting in LLC 0 and its server in LLC 1, unpinned: round trip p50"),
-    row("locality.server_clients", "µs", Lower, "one process: a server and a client starting in each LLC (up to 4), unpinned: call p50"),
-    row("locality.llc_overflow", "µs", Lower, "two processes of 2 threads with 12 MiB of shared data each, free to go anywhere: round p50"),
-    row("memory.stream", "µs", Lower, "stream under OpenMP, half as many threads as CPUs, nothing shared: kernel p50 (the negative control: every policy should read alike)"),
-    row("locality.busy_process", "µs", Lower, "one process of one and a half LLCs' worth of busy threads, started scattered: round p50"),
+    row("ipc.reqrep.8", "µs", Lower, "request/reply, 8 B each way, started split across the LLCs: round trip p50", reqrep),
+    row("ipc.reqrep.4096", "µs", Lower, "request/reply, 4 KiB each way, started split: round trip p50", reqrep),
+    row("ipc.reqrep.65536", "µs", Lower, "request/reply, 64 KiB each way, started split: round trip p50", reqrep),
+    row("ipc.reqrep_handle.8", "µs", Lower, "request/reply carrying a handle (1 µs of server work), started split: round trip p50", reqrep_handle),
+    row("fs.disk.read_4k_at", "µs", Lower, "a client reads 4 KiB from a file server that reads the disk (completion by interrupt), started split: p50", disk_read),
+    row("pipe.throughput.256", "GB/s", Higher, "a fresh writer thread each round writes 1 MiB in 256 B writes to the main thread", pipe_throughput),
+    row("pipe.throughput.4096", "GB/s", Higher, "the same in 4 KiB writes", pipe_throughput),
+    row("pipe.throughput.16384", "GB/s", Higher, "the same in 16 KiB writes", pipe_throughput),
+    row("pipe.throughput.65536", "GB/s", Higher, "the same in 64 KiB writes", pipe_throughput),
+    row("pingpong.pipe.cross_core", "µs", Lower, "a byte back and forth over two pipes, threads pinned on cpu1 and cpu2: round trip p50", pingpong_pipe),
+    row("pingpong.futex.cross_core", "µs", Lower, "futex ping-pong, threads pinned on cpu1 and cpu2: round trip p50", pingpong_futex),
+    row("wake.storm.call.w1", "µs", Lower, "the main thread calls 1 server thread: per call p50", storm_call),
+    row("wake.storm.call.w4", "µs", Lower, "the main thread calls 4 server threads round robin: per call p50", storm_call),
+    row("wake.storm.call.w64", "µs", Lower, "the main thread calls 64 server threads round robin: per call p50", storm_call),
+    row("wake.storm.drain.w1", "µs", Lower, "the main thread wakes 1 waiter and waits for it to drain: per round p50", storm_drain),
+    row("wake.storm.drain.w4", "µs", Lower, "... 4 waiters at once: per round p50", storm_drain),
+    row("wake.storm.drain.w16", "µs", Lower, "... 16 waiters at once: per round p50", storm_drain),
+    row("wake.storm.drain.w64", "µs", Lower, "... 64 waiters at once: per round p50", storm_drain),
+    row("thread.spawn_join.default", "µs", Lower, "spawn a thread that exits at once and join it: p50", spawn_join),
+    row("work.build_shaped.j16", "µs", Lower, "a parent runs 4 batches of 16 children (200-500 µs each), waiting for each exit: the build", build_shaped),
+    row("wake.periodic.idle", "µs", Lower, "a 1 ms periodic sleep on an idle machine: how late it wakes, p50", sleep_late),
+    row("time.sleep_late.10ms", "µs", Lower, "a 10 ms sleep on an idle machine: how late it wakes, p50", sleep_late),
+    row("fair.nice", "%", Lower, "nice 0 against nice 5 on one CPU: CPU-time ratio off the weights' ratio", fair_nice),
+    row("tail.timer", "µs", Lower, "200 µs sleeps of 16 threads beside 8 spinners: how late they wake, p99", tail_timer),
+    row("hackbench.pipe.g1", "ms", Lower, "hackbench -p: 1 group of 20 senders and 20 receivers, 50 loops of 100 B: Time", hackbench_g1),
+    row("hackbench.pipe.g4", "ms", Lower, "hackbench -p: 4 groups (160 threads), 25 loops: Time", hackbench_g4),
+    row("hackbench.thread.g1.f4", "ms", Lower, "hackbench -p -T: 1 group of 4 senders and 4 receivers, threads of one process (fewer than an LLC of 16 CPUs holds), 10000 loops: Time", hackbench_thread_g1),
+    row("hackbench.thread.g4.f4", "ms", Lower, "hackbench -p -T: 4 groups of 4 and 4 (32 threads of one process, wider than an LLC of 16 CPUs), 2500 loops: Time", hackbench_thread_g4),
+    row("schbench.m1.wakeup_p99", "µs", Lower, "schbench: 1 message thread waking a worker per CPU: wakeup latency p99", schbench_m1),
+    row("schbench.m2.t4.wakeup_p99", "µs", Lower, "schbench: 2 message threads of 4 workers (half the machine): wakeup latency p99", schbench_m2),
+    row("locality.shared_workers", "µs", Lower, "a dispatcher wakes 4 workers of one process sharing 4 MiB of written data, worker i starting in LLC i: item p50", locality_row),
+    row("locality.split_pairs", "µs", Lower, "one process of 4 request/reply pairs, each client starting in LLC 0 and its server in LLC 1, unpinned: round trip p50", locality_row),
+    row("locality.server_clients", "µs", Lower, "one process: a server and a client starting in each LLC (up to 4), unpinned: call p50", locality_row),
+    row("locality.llc_overflow", "µs", Lower, "two processes of 2 threads with 12 MiB of shared data each, free to go anywhere: round p50", locality_row),
+    row("memory.stream", "µs", Lower, "stream under OpenMP, half as many threads as CPUs, nothing shared: kernel p50 (the negative control: every policy should read alike)", stream_half),
+    row("locality.busy_process", "µs", Lower, "one process of one and a half LLCs' worth of busy threads, started scattered: round p50", locality_row),
 ];
 
 /// The row named `name`.
@@ -181,12 +189,6 @@ fn late(metric: &str, expected_ns: u64, percentile: f64) -> Figure {
         metric: metric.into(),
         expected_ns,
         percentile,
-    }
-}
-
-fn lap_start(metric: &str) -> Op {
-    Op::LapStart {
-        metric: metric.into(),
     }
 }
 
@@ -300,9 +302,9 @@ fn main_thread(b: &mut Builder, program: Vec<Op>) {
 /// The `locality.*` rows: the scenarios where aggregating a process in one
 /// LLC is the question (at wake or in balance), sized for a suite row and
 /// reporting its first figure.
-fn locality_row(b: &mut Builder, p: &mut Params, name: &str) -> Result<(), ScenarioError> {
+fn locality_row(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     let set = |p: &mut Params, k: &str, v: String| p.set_default(k, v);
-    match name {
+    match r.name {
         "locality.shared_workers" => {
             set(p, "placement", "scattered".into());
             set(p, "workers", "4".into());
@@ -326,285 +328,302 @@ fn locality_row(b: &mut Builder, p: &mut Params, name: &str) -> Result<(), Scena
     }
 }
 
-/// Builds the row `r` into `b`.
+/// Builds the row `r` into `b`: the suite's setup (the seed kernel's
+/// spawn rule, balancing on, 500 ms at most), then the row's own builder.
 pub(crate) fn build(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     b.config().spawn = SpawnPolicy::Rotate;
     b.config().balance = Balance::ON;
     b.run_ns(500_000_000);
-    let size = |s: &str| -> u64 {
-        s.rsplit('.')
-            .next()
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(8)
+    (r.build)(r, b, p)
+}
+
+/// The size a row's name ends with (`ipc.reqrep.4096`: 4096; 8 if none).
+fn size(name: &str) -> u64 {
+    name.rsplit('.')
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(8)
+}
+
+/// The width a row's name ends with (`wake.storm.call.w4`: 4; 1 if none).
+fn width(name: &str) -> u64 {
+    name.rsplit(".w")
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(1)
+}
+
+fn hackbench_g1(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    crate::field::hackbench(b, p, (1, 20, 50))
+}
+
+fn hackbench_g4(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    crate::field::hackbench(b, p, (4, 20, 25))
+}
+
+fn hackbench_thread_g1(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    crate::field::hackbench_in(b, p, (1, 4, 10_000), "thread")
+}
+
+fn hackbench_thread_g4(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    crate::field::hackbench_in(b, p, (4, 4, 2_500), "thread")
+}
+
+fn stream_half(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let half = (b.topology().num_cpus() as u64 / 2).max(1);
+    crate::field::stream(b, p, half)
+}
+
+fn schbench_m1(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let cpus = b.topology().num_cpus() as u64;
+    crate::field::schbench(b, p, (1, cpus), "wakeup_p99_us")
+}
+
+fn schbench_m2(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    crate::field::schbench(b, p, (2, 4), "wakeup_p99_us")
+}
+
+fn reqrep(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let bytes = size(r.name);
+    let rounds: u64 = p.get("rounds", if bytes >= 65536 { 200 } else { 400 })?;
+    split_pair(b, rounds, bytes, bytes, vec![])
+}
+
+fn reqrep_handle(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 400)?;
+    split_pair(b, rounds, 8, 8, vec![run(1_000)])
+}
+
+fn disk_read(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 400)?;
+    let io: u64 = p.get("io_ns", 4_000)?;
+    split_pair(b, rounds, 64, 4096, vec![Op::Io(io)])
+}
+
+fn pipe_throughput(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let chunk = size(r.name);
+    let rounds: u64 = p.get("rounds", 7)?;
+    let total: u64 = p.get("bytes", 1 << 20)?;
+    let writes = total.div_ceil(chunk);
+    let w = |pipe: &str| Op::PipeWrite {
+        pipe: pipe.into(),
+        bytes: chunk,
     };
-    let width = |s: &str| -> u64 {
-        s.rsplit(".w")
-            .next()
-            .and_then(|x| x.parse().ok())
-            .unwrap_or(1)
+    b.program("writer", vec![repeat(writes, vec![w("p")]), Op::Exit]);
+    let read = vec![
+        Op::PipeRead {
+            pipe: "p".into(),
+            bytes: chunk,
+        },
+        Op::Count {
+            metric: "bytes".into(),
+            n: chunk,
+        },
+    ];
+    let round = vec![
+        Op::Spawn {
+            program: "writer".into(),
+        },
+        repeat(writes, read),
+        Op::Join,
+    ];
+    main_thread(b, vec![repeat(rounds, round)]);
+    b.figure(
+        "gbps",
+        Figure::PerNs {
+            metric: "bytes".into(),
+        },
+    );
+    Ok(())
+}
+
+fn pingpong_pipe(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 2000)?;
+    let w = |pipe: &str| Op::PipeWrite {
+        pipe: pipe.into(),
+        bytes: 1,
     };
-    match r.name {
-        "hackbench.pipe.g1" => crate::field::hackbench(b, p, (1, 20, 50))?,
-        "hackbench.pipe.g4" => crate::field::hackbench(b, p, (4, 20, 25))?,
-        "memory.stream" => {
-            let half = (b.topology().num_cpus() as u64 / 2).max(1);
-            crate::field::stream(b, p, half)?
-        }
-        "hackbench.thread.g1.f4" => crate::field::hackbench_in(b, p, (1, 4, 10_000), "thread")?,
-        "hackbench.thread.g4.f4" => crate::field::hackbench_in(b, p, (4, 4, 2_500), "thread")?,
-        "schbench.m1.wakeup_p99" => {
-            let cpus = b.topology().num_cpus() as u64;
-            crate::field::schbench(b, p, (1, cpus), "wakeup_p99_us")?
-        }
-        "schbench.m2.t4.wakeup_p99" => crate::field::schbench(b, p, (2, 4), "wakeup_p99_us")?,
-        n if n.starts_with("locality.") => locality_row(b, p, n)?,
-        n if n.starts_with("ipc.reqrep.") => {
-            let bytes = size(n);
-            let rounds: u64 = p.get("rounds", if bytes >= 65536 { 200 } else { 400 })?;
-            split_pair(b, rounds, bytes, bytes, vec![])?;
-        }
-        "ipc.reqrep_handle.8" => {
-            let rounds: u64 = p.get("rounds", 400)?;
-            split_pair(b, rounds, 8, 8, vec![run(1_000)])?;
-        }
-        "fs.disk.read_4k_at" => {
-            let rounds: u64 = p.get("rounds", 400)?;
-            let io: u64 = p.get("io_ns", 4_000)?;
-            split_pair(b, rounds, 64, 4096, vec![Op::Io(io)])?;
-        }
-        n if n.starts_with("pipe.throughput.") => {
-            let chunk = size(n);
-            let rounds: u64 = p.get("rounds", 7)?;
-            let total: u64 = p.get("bytes", 1 << 20)?;
-            let writes = total.div_ceil(chunk);
-            let w = |pipe: &str| Op::PipeWrite {
-                pipe: pipe.into(),
-                bytes: chunk,
-            };
-            b.program("writer", vec![repeat(writes, vec![w("p")]), Op::Exit]);
-            main_thread(
-                b,
-                vec![repeat(
-                    rounds,
-                    vec![
-                        Op::Spawn {
-                            program: "writer".into(),
-                        },
-                        repeat(
-                            writes,
-                            vec![
-                                Op::PipeRead {
-                                    pipe: "p".into(),
-                                    bytes: chunk,
-                                },
-                                Op::Count {
-                                    metric: "bytes".into(),
-                                    n: chunk,
-                                },
-                            ],
-                        ),
-                        Op::Join,
-                    ],
-                )],
-            );
-            b.figure(
-                "gbps",
-                Figure::PerNs {
-                    metric: "bytes".into(),
-                },
-            );
-        }
-        "pingpong.pipe.cross_core" => {
-            let rounds: u64 = p.get("rounds", 2000)?;
-            let w = |pipe: &str| Op::PipeWrite {
-                pipe: pipe.into(),
-                bytes: 1,
-            };
-            let r = |pipe: &str| Op::PipeRead {
-                pipe: pipe.into(),
-                bytes: 1,
-            };
-            pingpong(b, rounds, [w("a"), r("b")], [r("a"), w("b")]);
-        }
-        "pingpong.futex.cross_core" => {
-            let rounds: u64 = p.get("rounds", 2000)?;
-            pingpong(
-                b,
-                rounds,
-                [futex_wake("a", 1), futex_wait("b")],
-                [futex_wait("a"), futex_wake("b", 1)],
-            );
-        }
-        n if n.starts_with("wake.storm.call.") => {
-            let w = width(n);
-            let calls: u64 = p.get("calls", 512)?;
-            let per = calls.div_ceil(w);
-            let mut main = Vec::new();
-            for i in 0..w {
-                let name = format!("server{i}");
-                b.program(
-                    &name,
-                    vec![repeat(per, vec![serve(&format!("s{i}")), reply(8)])],
-                );
-                main.push(Op::Spawn { program: name });
-            }
-            let round: Vec<Op> = (0..w)
-                .flat_map(|i| [lap_start("call"), call(&format!("s{i}"), 8), lap("call")])
-                .collect();
-            main.push(repeat(per, round));
-            main.extend((0..w).map(|_| Op::Join));
-            main_thread(b, main);
-            b.figure("call_us", p50("call"));
-        }
-        n if n.starts_with("wake.storm.drain.") => {
-            let w = width(n);
-            let rounds: u64 = p.get("rounds", 32)?;
-            let work: u64 = p.get("work_ns", 2_000)?;
-            b.program(
-                "waiter",
-                vec![repeat(
-                    rounds,
-                    vec![
-                        futex_wait("go"),
-                        run(work),
-                        Op::PipeWrite {
-                            pipe: "done".into(),
-                            bytes: 1,
-                        },
-                    ],
-                )],
-            );
-            let mut main: Vec<Op> = (0..w)
-                .map(|_| Op::Spawn {
-                    program: "waiter".into(),
-                })
-                .collect();
-            main.push(repeat(
-                rounds,
-                vec![
-                    lap_start("round"),
-                    futex_wake("go", w as u32),
-                    Op::PipeRead {
-                        pipe: "done".into(),
-                        bytes: w,
-                    },
-                    lap("round"),
-                ],
-            ));
-            main.extend((0..w).map(|_| Op::Join));
-            main_thread(b, main);
-            b.figure("round_us", p50("round"));
-        }
-        "thread.spawn_join.default" => {
-            let rounds: u64 = p.get("rounds", 200)?;
-            b.program("child", vec![Op::Exit]);
-            main_thread(
-                b,
-                vec![repeat(
-                    rounds,
-                    vec![
-                        lap_start("spawn_join"),
-                        Op::Spawn {
-                            program: "child".into(),
-                        },
-                        Op::Join,
-                        lap("spawn_join"),
-                    ],
-                )],
-            );
-            b.figure("spawn_join_us", p50("spawn_join"));
-        }
-        "work.build_shaped.j16" => {
-            let batches: u64 = p.get("batches", 4)?;
-            let mut batch = Vec::new();
-            for i in 0..16u64 {
-                let name = format!("job{i}");
-                b.program(&name, vec![run(200_000 + 20_000 * i), Op::Exit]);
-                // make forks (and execs) each job: a process of its own.
-                batch.push(Op::Fork { program: name });
-            }
-            batch.push(repeat(16, vec![Op::JoinAny]));
-            main_thread(
-                b,
-                vec![lap_start("build"), repeat(batches, batch), lap("build")],
-            );
-            b.figure("build_us", p50("build"));
-        }
-        "wake.periodic.idle" | "time.sleep_late.10ms" => {
-            let (ns, n) = if r.name == "wake.periodic.idle" {
-                (1_000_000, 100)
-            } else {
-                (10_000_000, 20)
-            };
-            let rounds: u64 = p.get("rounds", n)?;
-            main_thread(
-                b,
-                vec![repeat(
-                    rounds,
-                    vec![lap_start("sleep"), Op::Sleep(ns), lap("sleep")],
-                )],
-            );
-            b.figure("late_us", late("sleep", ns, 50.0));
-        }
-        "fair.nice" => {
-            let ms: u64 = p.get("spin_ms", 200)?;
-            b.run_ns(ms * 1_000_000);
-            for (name, nice) in [("nice0", 0), ("nice5", 5)] {
-                b.task(
-                    name,
-                    0,
-                    one(0),
-                    TaskSpec::fair(nice),
-                    vec![run(u64::MAX / 4)],
-                );
-            }
-            b.figure(
-                "share_error_pct",
-                Figure::ShareErrorPct {
-                    a: "nice0".into(),
-                    nice_a: 0,
-                    b: "nice5".into(),
-                    nice_b: 5,
-                },
-            );
-        }
-        "tail.timer" => {
-            let rounds: u64 = p.get("rounds", 200)?;
-            let n = b.topology().num_cpus();
-            for i in 0..n / 2 {
-                b.task(
-                    &format!("spin{i}"),
-                    2 * i,
-                    None,
-                    TaskSpec::fair(0),
-                    vec![run(u64::MAX / 4)],
-                );
-            }
-            for i in 0..16 {
-                b.task(
-                    &format!("sleeper{i}"),
-                    i % n,
-                    None,
-                    TaskSpec::fair(0),
-                    vec![repeat(
-                        rounds,
-                        vec![
-                            Op::RandomSleep {
-                                min: 10_000,
-                                max: 300_000,
-                            },
-                            lap_start("sleep"),
-                            Op::Sleep(200_000),
-                            lap("sleep"),
-                        ],
-                    )],
-                );
-            }
-            // The spinners never end: stop when the sleepers would have.
-            b.run_ns(rounds * 400_000);
-            b.figure("late_p99_us", late("sleep", 200_000, 99.0));
-        }
-        other => unreachable!("row {other} is in ROWS but not built"),
+    let r = |pipe: &str| Op::PipeRead {
+        pipe: pipe.into(),
+        bytes: 1,
+    };
+    pingpong(b, rounds, [w("a"), r("b")], [r("a"), w("b")]);
+    Ok(())
+}
+
+fn pingpong_futex(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 2000)?;
+    pingpong(
+        b,
+        rounds,
+        [futex_wake("a", 1), futex_wait("b")],
+        [futex_wait("a"), futex_wake("b", 1)],
+    );
+    Ok(())
+}
+
+fn storm_call(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let w = width(r.name);
+    let calls: u64 = p.get("calls", 512)?;
+    let per = calls.div_ceil(w);
+    let mut main = Vec::new();
+    for i in 0..w {
+        let name = format!("server{i}");
+        b.program(
+            &name,
+            vec![repeat(per, vec![serve(&format!("s{i}")), reply(8)])],
+        );
+        main.push(Op::Spawn { program: name });
     }
+    let round: Vec<Op> = (0..w)
+        .flat_map(|i| [lap_start("call"), call(&format!("s{i}"), 8), lap("call")])
+        .collect();
+    main.push(repeat(per, round));
+    main.extend((0..w).map(|_| Op::Join));
+    main_thread(b, main);
+    b.figure("call_us", p50("call"));
+    Ok(())
+}
+
+fn storm_drain(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let w = width(r.name);
+    let rounds: u64 = p.get("rounds", 32)?;
+    let work: u64 = p.get("work_ns", 2_000)?;
+    let report = Op::PipeWrite {
+        pipe: "done".into(),
+        bytes: 1,
+    };
+    b.program(
+        "waiter",
+        vec![repeat(rounds, vec![futex_wait("go"), run(work), report])],
+    );
+    let mut main: Vec<Op> = (0..w)
+        .map(|_| Op::Spawn {
+            program: "waiter".into(),
+        })
+        .collect();
+    main.push(repeat(
+        rounds,
+        vec![
+            lap_start("round"),
+            futex_wake("go", w as u32),
+            Op::PipeRead {
+                pipe: "done".into(),
+                bytes: w,
+            },
+            lap("round"),
+        ],
+    ));
+    main.extend((0..w).map(|_| Op::Join));
+    main_thread(b, main);
+    b.figure("round_us", p50("round"));
+    Ok(())
+}
+
+fn spawn_join(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 200)?;
+    b.program("child", vec![Op::Exit]);
+    let round = vec![
+        lap_start("spawn_join"),
+        Op::Spawn {
+            program: "child".into(),
+        },
+        Op::Join,
+        lap("spawn_join"),
+    ];
+    main_thread(b, vec![repeat(rounds, round)]);
+    b.figure("spawn_join_us", p50("spawn_join"));
+    Ok(())
+}
+
+fn build_shaped(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let batches: u64 = p.get("batches", 4)?;
+    let mut batch = Vec::new();
+    for i in 0..16u64 {
+        let name = format!("job{i}");
+        b.program(&name, vec![run(200_000 + 20_000 * i), Op::Exit]);
+        // make forks (and execs) each job: a process of its own.
+        batch.push(Op::Fork { program: name });
+    }
+    batch.push(repeat(16, vec![Op::JoinAny]));
+    main_thread(
+        b,
+        vec![lap_start("build"), repeat(batches, batch), lap("build")],
+    );
+    b.figure("build_us", p50("build"));
+    Ok(())
+}
+
+fn sleep_late(r: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let (ns, n) = if r.name == "wake.periodic.idle" {
+        (1_000_000, 100)
+    } else {
+        (10_000_000, 20)
+    };
+    let rounds: u64 = p.get("rounds", n)?;
+    main_thread(
+        b,
+        vec![repeat(
+            rounds,
+            vec![lap_start("sleep"), Op::Sleep(ns), lap("sleep")],
+        )],
+    );
+    b.figure("late_us", late("sleep", ns, 50.0));
+    Ok(())
+}
+
+fn fair_nice(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let ms: u64 = p.get("spin_ms", 200)?;
+    b.run_ns(ms * 1_000_000);
+    for (name, nice) in [("nice0", 0), ("nice5", 5)] {
+        b.task(
+            name,
+            0,
+            one(0),
+            TaskSpec::fair(nice),
+            vec![run(u64::MAX / 4)],
+        );
+    }
+    b.figure(
+        "share_error_pct",
+        Figure::ShareErrorPct {
+            a: "nice0".into(),
+            nice_a: 0,
+            b: "nice5".into(),
+            nice_b: 5,
+        },
+    );
+    Ok(())
+}
+
+fn tail_timer(_: &Row, b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let rounds: u64 = p.get("rounds", 200)?;
+    let n = b.topology().num_cpus();
+    for i in 0..n / 2 {
+        b.task(
+            &format!("spin{i}"),
+            2 * i,
+            None,
+            TaskSpec::fair(0),
+            vec![run(u64::MAX / 4)],
+        );
+    }
+    let gap = Op::RandomSleep {
+        min: 10_000,
+        max: 300_000,
+    };
+    let round = vec![gap, lap_start("sleep"), Op::Sleep(200_000), lap("sleep")];
+    for i in 0..16 {
+        b.task(
+            &format!("sleeper{i}"),
+            i % n,
+            None,
+            TaskSpec::fair(0),
+            vec![repeat(rounds, round.clone())],
+        );
+    }
+    // The spinners never end: stop when the sleepers would have.
+    b.run_ns(rounds * 400_000);
+    b.figure("late_p99_us", late("sleep", 200_000, 99.0));
     Ok(())
 }

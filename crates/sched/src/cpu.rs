@@ -42,7 +42,7 @@ use schedlab_topology::CpuId;
 
 use crate::balancer::{Balancer, Builtin, Cx, Request, Requests};
 use crate::doorbell::IdleDepth;
-use crate::effects::{Counters, Effects, Kick, Switch, Trace, WakeCause};
+use crate::effects::{Counters, Effects, Kick, Switch, Trace};
 use crate::fair::Entity;
 use crate::park::TaskState;
 use crate::policy::{MachineSpawn, Policy};
@@ -453,7 +453,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         &mut self,
         sh: &Shared<P::TaskState>,
         task: TaskId,
-        cause: WakeCause,
+        cause: crate::effects::WakeCause,
         now: u64,
         fx: &mut Effects,
     ) {
