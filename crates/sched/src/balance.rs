@@ -92,6 +92,11 @@ impl Balancer for Seed {
         req
     }
 
+    /// It reads only the other CPUs' loads.
+    fn newly_idle_reads_itself(&self) -> bool {
+        false
+    }
+
     /// Newly idle: ask the busiest CPU with queued work, nearest ring first
     /// (Linux's `sched_balance_newidle()` skips when no CPU is overloaded).
     fn newly_idle<S: PolicyState>(

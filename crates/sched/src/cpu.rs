@@ -352,8 +352,10 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 // waiting here (`queue_core_balance()`).
                 self.steal_cookie(sh, fx);
             } else if sh.config().balance.newidle && !self.steal_pending {
-                // Others read what this CPU has now: nothing.
-                self.publish(sh);
+                if self.balancer.newly_idle_reads_itself() {
+                    // It reads what this CPU has now: nothing.
+                    self.publish(sh);
+                }
                 let req = self.balancer.newly_idle(&mut cx!(self, sh), now);
                 self.steal_pending = !req.is_empty();
                 self.carry_out(sh, req, fx);
@@ -493,8 +495,11 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// Carries out a balancer's requests in order (see [`crate::balancer`]);
     /// when a task moved, publishes the new load.
     fn carry_out(&mut self, sh: &Shared<P::TaskState>, req: Requests<B::Msg>, fx: &mut Effects) {
+        if req.is_empty() {
+            return;
+        }
         let mut moved = false;
-        for r in req.0 {
+        for r in req {
             match r {
                 Request::Send { task, to, reason } => {
                     let t = self

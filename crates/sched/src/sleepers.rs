@@ -18,6 +18,7 @@ pub(crate) struct Sleepers {
 
 impl Sleepers {
     /// `id` parked here, to be woken at `deadline` if it names one.
+    #[inline]
     pub(crate) fn park(&mut self, id: TaskId, deadline: Option<u64>) {
         if let Some(d) = deadline {
             self.deadlines.insert((d, id));
@@ -26,26 +27,31 @@ impl Sleepers {
     }
 
     /// Whether `id` parked here (and no wake took it yet).
+    #[inline]
     pub(crate) fn holds(&self, id: TaskId) -> bool {
         self.parked.contains(&id)
     }
 
     /// A wake takes `id`; false if it had not parked here.
+    #[inline]
     pub(crate) fn unpark(&mut self, id: TaskId) -> bool {
         self.parked.remove(&id)
     }
 
     /// `id`'s deadline `d` will not fire: its wake came first.
+    #[inline]
     pub(crate) fn cancel(&mut self, d: u64, id: TaskId) {
         self.deadlines.remove(&(d, id));
     }
 
     /// The earliest deadline kept.
+    #[inline]
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         self.deadlines.first().map(|&(t, _)| t)
     }
 
     /// The earliest deadline at or before `now`, taken out.
+    #[inline]
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<(u64, TaskId)> {
         match self.deadlines.first() {
             Some(&(t, _)) if t <= now => self.deadlines.pop_first(),
@@ -54,6 +60,7 @@ impl Sleepers {
     }
 
     /// The ids that parked here, lowest first.
+    #[inline]
     pub(crate) fn iter(&self) -> core::slice::Iter<'_, TaskId> {
         self.parked.iter()
     }
