@@ -52,20 +52,16 @@ pub struct Seed {
     last_balance: u64,
 }
 
-impl Balancer for Seed {
-    type Msg = Infallible;
-
-    fn for_machine(topo: &Topology, _config: &Config, _max_tasks: usize) -> Vec<Seed> {
-        topo.cpu_ids().map(|_| Seed::default()).collect()
-    }
-
-    fn name(&self) -> &str {
-        "seed"
-    }
-
+/// The seed's hooks, for any message type: it posts none, so the built-in
+/// dispatcher takes its requests as they are, with no conversion.
+impl Seed {
     /// Periodic: every `interval_ns`, push one queued task to a sleeping
     /// CPU, nearest ring first.
-    fn tick<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<Infallible> {
+    pub(crate) fn tick_as<S: PolicyState, M>(
+        &mut self,
+        cx: &mut Cx<'_, S>,
+        now: u64,
+    ) -> Requests<M> {
         let mut req = Requests::none();
         if now.saturating_sub(self.last_balance) < cx.sh.config().balance.interval_ns {
             return req;
@@ -92,18 +88,13 @@ impl Balancer for Seed {
         req
     }
 
-    /// It reads only the other CPUs' loads.
-    fn newly_idle_reads_itself(&self) -> bool {
-        false
-    }
-
     /// Newly idle: ask the busiest CPU with queued work, nearest ring first
     /// (Linux's `sched_balance_newidle()` skips when no CPU is overloaded).
-    fn newly_idle<S: PolicyState>(
+    pub(crate) fn newly_idle_as<S: PolicyState, M>(
         &mut self,
         cx: &mut Cx<'_, S>,
         _now: u64,
-    ) -> Requests<Infallible> {
+    ) -> Requests<M> {
         let mut req = Requests::none();
         let over = cx.sh.overloaded_cpus() - CpuSet::single(cx.cpu);
         if over.is_empty() {
@@ -123,12 +114,12 @@ impl Balancer for Seed {
 
     /// A thief asked: give it the queued fair task that would run last
     /// here, if its mask allows and it is not cache-hot.
-    fn asked<S: PolicyState>(
+    pub(crate) fn asked_as<S: PolicyState, M>(
         &mut self,
         cx: &mut Cx<'_, S>,
         thief: CpuId,
         now: u64,
-    ) -> Requests<Infallible> {
+    ) -> Requests<M> {
         let mut req = Requests::none();
         if !cx.sh.doorbell(thief).asleep() && cx.sh.load(thief) > 0 {
             return req; // it found work meanwhile
@@ -141,6 +132,40 @@ impl Balancer for Seed {
             });
         }
         req
+    }
+}
+
+impl Balancer for Seed {
+    type Msg = Infallible;
+
+    fn for_machine(topo: &Topology, _config: &Config, _max_tasks: usize) -> Vec<Seed> {
+        topo.cpu_ids().map(|_| Seed::default()).collect()
+    }
+
+    fn name(&self) -> &str {
+        "seed"
+    }
+
+    fn tick<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<Infallible> {
+        self.tick_as(cx, now)
+    }
+
+    /// It reads only the other CPUs' loads.
+    fn newly_idle_reads_itself(&self) -> bool {
+        false
+    }
+
+    fn newly_idle<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<Infallible> {
+        self.newly_idle_as(cx, now)
+    }
+
+    fn asked<S: PolicyState>(
+        &mut self,
+        cx: &mut Cx<'_, S>,
+        thief: CpuId,
+        now: u64,
+    ) -> Requests<Infallible> {
+        self.asked_as(cx, thief, now)
     }
 }
 

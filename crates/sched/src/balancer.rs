@@ -336,7 +336,7 @@ impl Balancer for Builtin {
 
     fn tick<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<BuiltinMsg> {
         match self {
-            Builtin::Seed(b) => b.tick(cx, now).map(|m| match m {}),
+            Builtin::Seed(b) => b.tick_as(cx, now),
             Builtin::Linux(b) => b.tick(cx, now).map(BuiltinMsg),
             Builtin::LinuxCas(b) => b.tick(cx, now).map(BuiltinMsg),
         }
@@ -344,7 +344,7 @@ impl Balancer for Builtin {
 
     fn newly_idle<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<BuiltinMsg> {
         match self {
-            Builtin::Seed(b) => b.newly_idle(cx, now).map(|m| match m {}),
+            Builtin::Seed(b) => b.newly_idle_as(cx, now),
             Builtin::Linux(b) => b.newly_idle(cx, now).map(BuiltinMsg),
             Builtin::LinuxCas(b) => b.newly_idle(cx, now).map(BuiltinMsg),
         }
@@ -378,7 +378,7 @@ impl Balancer for Builtin {
         now: u64,
     ) -> Requests<BuiltinMsg> {
         match self {
-            Builtin::Seed(b) => b.asked(cx, thief, now).map(|m| match m {}),
+            Builtin::Seed(b) => b.asked_as(cx, thief, now),
             Builtin::Linux(b) => b.asked(cx, thief, now).map(BuiltinMsg),
             Builtin::LinuxCas(b) => b.asked(cx, thief, now).map(BuiltinMsg),
         }
