@@ -16,7 +16,7 @@
 //! storm's mechanism is Linux's (coresched's module doc, and its
 //! `two_expired_repicks_trade_reschedules_...` test); how often a seed's
 //! timing puts both siblings in it at once is the model's, and is stated
-//! against Linux's in the closing note, not tuned toward it.
+//! beside Linux's figures here, not tuned toward them.
 
 use proptest::prelude::*;
 use schedlab_scenarios::{catalog, Builder, Params, Scenario};

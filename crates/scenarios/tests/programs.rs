@@ -255,7 +255,9 @@ fn a_moves_figure_with_an_unknown_reason_is_an_error_and_a_known_one_counts() {
     }
 }
 
-/// The accounting sums (DESIGN 9), asserted from the outcome so they hold
+/// The accounting sums (every nanosecond of a CPU is busy or idle, and
+/// the tasks' CPU time is what the CPUs spent running them), asserted from
+/// the outcome so they hold
 /// in release too: per CPU, busy + idle is the run's length; the tasks'
 /// CPU time is the CPUs' busy time. Scenarios with preemption, switches,
 /// SMT siblings and core scheduling.

@@ -5,10 +5,17 @@
 //! 1. **Per-CPU ownership.** Every task has one owner CPU; only the owner
 //!    touches its scheduling state ([`Task`]). Ownership moves by an `Adopt`
 //!    message the new owner takes in. No global lock.
-//! 2. **Three doors.** CPUs reach each other only through a per-CPU mailbox
-//!    (a lock-protected MPSC queue of messages), a per-CPU [`doorbell`]
-//!    (awake or asleep, idle depth, "rung"), and a per-task [`park`] word.
-//!    The topology and config are shared read-only ([`Shared`]).
+//! 2. **What is shared, exactly.** CPUs reach each other through a per-CPU
+//!    mailbox (a lock-protected MPSC queue of messages), a per-CPU
+//!    [`doorbell`] (awake or asleep, idle depth, "rung"), per-CPU published
+//!    numbers (load, PELT averages, the reschedule flag, the overloaded
+//!    mask: atomics the owner writes), and per-task slots (the [`park`]
+//!    word, the join list and the parked entity, each behind its own
+//!    lock). SMT siblings share a core-scheduling lock; a balancer shares
+//!    what it keeps behind its own locks (Linux's: each CPU's domain state,
+//!    `nohz.next_balance`, each LLC's recorded utilization, each process's
+//!    occupancy). The topology and config are shared read-only
+//!    ([`Shared`]). There is no global lock.
 //! 3. **Decisions are values.** Entry points on [`CpuSched`] run on behalf of
 //!    one CPU, take `now`, and return `#[must_use]` [`Effects`]: kicks to
 //!    send, the task to run, a timer to arm, and a trace of every decision
@@ -27,13 +34,20 @@
 //!    deciding CPU, a read-only [`policy::Machine`] view, a `#[must_use]`
 //!    [`policy::Decision`]. A policy written outside this crate runs in the
 //!    same code, with no dispatch.
+//! 7. **Balancers are types too.** [`CpuSched`] is generic over a
+//!    [`Balancer`] ([`balancer`]): its hooks return `#[must_use]`
+//!    [`Requests`] the core carries out; the seed's, Linux's and Linux's
+//!    cache-aware balancers are three implementations, [`Builtin`] the one
+//!    a config names.
 //!
 //! Modules: [`park`] and [`doorbell`] (the protocols), [`policy`] (the
-//! seam and the built-in policies), [`streak`] (the waker-streak state),
-//! [`fair`] (EEVDF), [`cpu`] (the struct, the entry points and the pass),
-//! and the CPU's rooms: `runqueue`, `pick`, `wake` (the wake protocol),
-//! `balance`, `lifecycle`; `coresched` (the core-wide pick of core
-//! scheduling), [`shared`], [`config`], [`effects`].
+//! seam and the built-in policies), [`balancer`] (the balancer seam;
+//! `balance` the seed's, [`linux`] Linux's), [`streak`] (the waker-streak
+//! state), [`fair`] (EEVDF), [`cpu`] (the struct, the tick and the pass),
+//! the rooms that own their state (`runqueue`, `sleepers`), the CPU's
+//! behaviour by what it does (`thread`, `wake`, `pick`, `cookie`,
+//! `lifecycle`), `coresched` (the core-wide pick of core scheduling),
+//! [`shared`], [`config`], [`effects`].
 
 #![no_std]
 #![forbid(unsafe_code)]
