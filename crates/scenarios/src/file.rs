@@ -325,10 +325,11 @@ impl Src<'_> {
                 BalanceSpec::On(false) => "off".to_string(),
                 BalanceSpec::Named(n) => n.clone(),
             };
+            // Checked here for its position; decided with the rest.
             let own = b.spec.policy.balance_rule();
-            let parsed = crate::parse_balance(&v, b.spec.config.balance.kind, own)
+            crate::parse_balance(&v, b.spec.config.balance.kind, own)
                 .map_err(|e| self.at(bal.span().start, e))?;
-            b.balance(parsed);
+            b.balance(&v);
         }
         if let Some(p) = pol.protect_on_repick {
             b.config().fair.protect_on_repick = p;

@@ -162,9 +162,10 @@ pub struct Builder {
     /// The user named the spawn rule (a file's `spawn`): it wins over the
     /// policy's own.
     spawn_named: bool,
-    /// The user named the balancer (a file's `balance`): it wins over the
-    /// policy's own.
-    balance_named: bool,
+    /// The balancer the user named (a file's `balance`, as written): it
+    /// wins over the policy's own, and is read against the policy the run
+    /// ends with ([`Builder::decide`]).
+    balance_named: Option<String>,
 }
 
 /// `balance = ...`: `on` (the policy's balancer, else the machine's), `off`,
@@ -233,14 +234,14 @@ impl Builder {
             },
             figures: Vec::new(),
             spawn_named: false,
-            balance_named: false,
+            balance_named: None,
         }
     }
 
-    /// The balancer the user named; a `balance` parameter still wins.
-    pub fn balance(&mut self, b: Balance) -> &mut Self {
-        self.spec.config.balance = b;
-        self.balance_named = true;
+    /// The balancer the user named (`on`, `off`, or a balancer's name, as
+    /// [`parse_balance`] reads it); a `balance` parameter still wins.
+    pub fn balance(&mut self, setting: &str) -> &mut Self {
+        self.balance_named = Some(setting.to_string());
         self
     }
 
@@ -342,51 +343,10 @@ impl Builder {
         self
     }
 
-    /// Reads the common parameters into the config.
+    /// Reads the common parameters into the config: the run's policy,
+    /// spawn rule and balancer first ([`Builder::decide`]), then the rest.
     pub fn common(&mut self, p: &mut Params) -> Result<&mut Self, ScenarioError> {
-        let current = self.spec.policy.name().to_string();
-        let policy: String = p.get("policy", current.clone())?;
-        // The run of the chosen policy when it is waker-streak[+lb]:K.
-        let (family, k) = policy.split_once(':').unwrap_or((&policy, ""));
-        let family = family.to_string();
-        let default_k = match family.as_str() {
-            "waker-streak" | "waker-streak+lb" => k.parse().unwrap_or(WAKER_RUN),
-            _ => WAKER_RUN,
-        };
-        let k: u8 = p.get("waker_run", default_k)?;
-        let name = match family.as_str() {
-            _ if !p.is_set("waker_run") => policy,
-            "waker-streak+lb" => format!("waker-streak+lb:{k}"),
-            _ => format!("waker-streak:{k}"),
-        };
-        if name != current {
-            let r = p.registry().resolve(&name).map_err(ScenarioError)?;
-            self.spec.policy = r;
-        }
-        // A spawn rule the user named, else the policy's own (`linux`'s
-        // fork path), else the scenario's; a `spawn` parameter before all.
-        let spawn = match self.spec.policy.spawn_rule() {
-            Some(own) if !self.spawn_named => own,
-            _ => self.spec.config.spawn,
-        };
-        let spawn: String = p.get("spawn", spawn.to_string())?;
-        self.spec.config.spawn = spawn
-            .parse::<SpawnPolicy>()
-            .map_err(|e| ScenarioError(e.0))?;
-        // A balancer the user named, else the policy's own (where the
-        // scenario balances at all), else the scenario's.
-        let own = self.spec.policy.balance_rule();
-        if let Some(own) = own.filter(|_| !self.balance_named && self.spec.config.balance.is_on()) {
-            self.spec.config.balance.kind = own;
-        }
-        let b: String = p.get(
-            "balance",
-            balance_name(&self.spec.config.balance).to_string(),
-        )?;
-        if b != balance_name(&self.spec.config.balance) {
-            self.spec.config.balance =
-                parse_balance(&b, self.spec.config.balance.kind, own).map_err(ScenarioError)?;
-        }
+        self.decide(p)?;
         let por = p.get_bool("protect_on_repick", self.spec.config.fair.protect_on_repick)?;
         self.spec.config.fair.protect_on_repick = por;
         let run_ms: u64 = p.get("run_ms", self.spec.run_ns / 1_000_000)?;
@@ -405,6 +365,69 @@ impl Builder {
             })?;
         }
         Ok(self)
+    }
+
+    /// The one place a run's policy, spawn rule and balancer are decided,
+    /// each by the first that names it:
+    ///
+    /// * policy: `--param policy=` (with `waker_run=`), else the one the
+    ///   scenario or file set;
+    /// * spawn rule: `--param spawn=`, else the one the user named (a
+    ///   file's `spawn`), else the policy's own (`linux`'s fork path), else
+    ///   the scenario's;
+    /// * balancer: `--param balance=`, else the one the user named (a
+    ///   file's `balance`), else the policy's own where the scenario
+    ///   balances at all, else the scenario's. `on` and `linux-cas` are read
+    ///   against the policy decided above, whoever named them.
+    pub fn decide(&mut self, p: &mut Params) -> Result<(), ScenarioError> {
+        self.decide_policy(p)?;
+        let spawn = match self.spec.policy.spawn_rule() {
+            Some(own) if !self.spawn_named => own,
+            _ => self.spec.config.spawn,
+        };
+        let spawn: String = p.get("spawn", spawn.to_string())?;
+        self.spec.config.spawn = spawn
+            .parse::<SpawnPolicy>()
+            .map_err(|e| ScenarioError(e.0))?;
+        let own = self.spec.policy.balance_rule();
+        let mut bal = self.spec.config.balance;
+        match &self.balance_named {
+            Some(v) => bal = parse_balance(v, bal.kind, own).map_err(ScenarioError)?,
+            None => {
+                if let Some(own) = own.filter(|_| bal.is_on()) {
+                    bal.kind = own;
+                }
+            }
+        }
+        let b: String = p.get("balance", balance_name(&bal).to_string())?;
+        if b != balance_name(&bal) {
+            bal = parse_balance(&b, bal.kind, own).map_err(ScenarioError)?;
+        }
+        self.spec.config.balance = bal;
+        Ok(())
+    }
+
+    /// The policy: `--param policy=` (and `waker_run=`), else the current.
+    fn decide_policy(&mut self, p: &mut Params) -> Result<(), ScenarioError> {
+        let current = self.spec.policy.name().to_string();
+        let policy: String = p.get("policy", current.clone())?;
+        // The run of the chosen policy when it is waker-streak[+lb]:K.
+        let (family, k) = policy.split_once(':').unwrap_or((&policy, ""));
+        let family = family.to_string();
+        let default_k = match family.as_str() {
+            "waker-streak" | "waker-streak+lb" => k.parse().unwrap_or(WAKER_RUN),
+            _ => WAKER_RUN,
+        };
+        let k: u8 = p.get("waker_run", default_k)?;
+        let name = match family.as_str() {
+            _ if !p.is_set("waker_run") => policy,
+            "waker-streak+lb" => format!("waker-streak+lb:{k}"),
+            _ => format!("waker-streak:{k}"),
+        };
+        if name != current {
+            self.spec.policy = p.registry().resolve(&name).map_err(ScenarioError)?;
+        }
+        Ok(())
     }
 
     pub fn build(&mut self, params: BTreeMap<String, String>) -> Scenario {
