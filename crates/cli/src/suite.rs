@@ -84,18 +84,7 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
     if a.seeds == 0 {
         return Err(Failure::Input("--seeds: expected at least 1".into()));
     }
-    let pats: Vec<WildMatch> = a.rows.iter().map(|g| WildMatch::new(g)).collect();
-    let rows: Vec<&'static Row> = ROWS
-        .iter()
-        .filter(|r| pats.is_empty() || pats.iter().any(|p| p.matches(r.name)))
-        .collect();
-    if rows.is_empty() {
-        return Err(Failure::Input(format!(
-            "--rows {:?}: no row matches; the rows are {}",
-            a.rows,
-            ROWS.iter().map(|r| r.name).collect::<Vec<_>>().join(", ")
-        )));
-    }
+    let rows = chosen_rows(a)?;
     if a.real {
         let policies = if a.policies.is_empty() {
             vec!["linux".to_string()]
@@ -119,13 +108,58 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
             names.join(",")
         )));
     }
+    let pairs = simulate(a, &rows, &names, reg)?;
+    if !a.policies.is_empty() {
+        return several(a, &names, &pairs);
+    }
+    let results: Vec<RowResult> = pairs.into_iter().map(|mut v| v.remove(0)).collect();
+    if let Some(path) = &a.csv {
+        std::fs::write(path, csv(&results))
+            .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
+    }
+    if let Some(path) = &a.plot {
+        crate::plot::suite_svg(path, &results, &a.base, &a.head, &a.topology)?;
+    }
+    if a.json {
+        say!("{}", two_json(a, &results));
+    } else {
+        two_table(a, &results);
+    }
+    Ok(())
+}
+
+/// The rows `--rows` names (every row without it).
+fn chosen_rows(a: &SuiteArgs) -> Result<Vec<&'static Row>, Failure> {
+    let pats: Vec<WildMatch> = a.rows.iter().map(|g| WildMatch::new(g)).collect();
+    let rows: Vec<&'static Row> = ROWS
+        .iter()
+        .filter(|r| pats.is_empty() || pats.iter().any(|p| p.matches(r.name)))
+        .collect();
+    if rows.is_empty() {
+        return Err(Failure::Input(format!(
+            "--rows {:?}: no row matches; the rows are {}",
+            a.rows,
+            ROWS.iter().map(|r| r.name).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(rows)
+}
+
+/// Every row under every policy, seeds 1..=N each; per row, the base (the
+/// first policy) against each other.
+fn simulate(
+    a: &SuiteArgs,
+    rows: &[&'static Row],
+    names: &[String],
+    reg: &Registry,
+) -> Result<Vec<Vec<RowResult>>, Failure> {
     let sides: Vec<Vec<String>> = names
         .iter()
         .map(|p| policy_params(p, reg))
         .collect::<Result<_, _>>()?;
     // One scenario per (row, side); one run per (row, side, seed).
     let mut scenarios = Vec::new();
-    for r in &rows {
+    for r in rows {
         for side in &sides {
             let mut sc = build(r, &a.topology, side, reg)?;
             crate::costs::apply(a.costs.as_deref(), a.costs_any_shape, &mut sc)?;
@@ -158,8 +192,7 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
             .collect();
         (runs.iter().map(|r| r.0).collect(), stalled)
     };
-    // Per row, the base against each other side.
-    let pairs: Vec<Vec<RowResult>> = rows
+    Ok(rows
         .iter()
         .enumerate()
         .map(|(i, &row)| {
@@ -176,36 +209,31 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
                 })
                 .collect()
         })
+        .collect())
+}
+
+/// The base against the head, as JSON.
+fn two_json(a: &SuiteArgs, results: &[RowResult]) -> String {
+    let (k, chance) = summary(results);
+    let rows: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            json!({"row": r.row.name, "unit": r.row.unit, "direction": r.row.direction.name(),
+                   "base_median": r.base_median(), "head_median": r.head_median(),
+                   "ratio": r.ratio(), "resolves": r.resolves(), "p": r.p(),
+                   "head_better": r.head_better(), "base": r.base, "head": r.head,
+                   "stalled_seeds": {"base": r.stalled[0], "head": r.stalled[1]}})
+        })
         .collect();
-    if !a.policies.is_empty() {
-        return several(a, &names, &pairs);
-    }
-    let results: Vec<RowResult> = pairs.into_iter().map(|mut v| v.remove(0)).collect();
-    if let Some(path) = &a.csv {
-        std::fs::write(path, csv(&results))
-            .map_err(|e| Failure::Input(format!("{}: cannot write: {e}", path.display())))?;
-    }
-    if let Some(path) = &a.plot {
-        crate::plot::suite_svg(path, &results, &a.base, &a.head, &a.topology)?;
-    }
-    let (k, chance) = summary(&results);
-    if a.json {
-        let rows: Vec<Value> = results
-            .iter()
-            .map(|r| {
-                json!({"row": r.row.name, "unit": r.row.unit, "direction": r.row.direction.name(),
-                       "base_median": r.base_median(), "head_median": r.head_median(),
-                       "ratio": r.ratio(), "resolves": r.resolves(), "p": r.p(),
-                       "head_better": r.head_better(), "base": r.base, "head": r.head,
-                       "stalled_seeds": {"base": r.stalled[0], "head": r.stalled[1]}})
-            })
-            .collect();
-        let v = json!({"topology": a.topology, "base": a.base, "head": a.head, "seeds": a.seeds,
-                       "alpha": ALPHA, "rows": rows, "resolved": k,
-                       "expected_by_chance": chance});
-        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
-        return Ok(());
-    }
+    let v = json!({"topology": a.topology, "base": a.base, "head": a.head, "seeds": a.seeds,
+                   "alpha": ALPHA, "rows": rows, "resolved": k,
+                   "expected_by_chance": chance});
+    serde_json::to_string_pretty(&v).expect("plain data")
+}
+
+/// The base against the head, as the table.
+fn two_table(a: &SuiteArgs, results: &[RowResult]) {
+    let (k, chance) = summary(results);
     say!(
         "schedlab suite on {}: base {}, head {}, seeds 1..={} on each side",
         a.topology,
@@ -222,7 +250,7 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
         "head p50",
         "head/base"
     );
-    for r in &results {
+    for r in results {
         let verdict = match (r.resolves(), r.head_better()) {
             (false, _) => String::from("-"),
             (true, true) => format!("yes, head better (p={:.1e})", r.p()),
@@ -255,7 +283,6 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
          rows the head's change never reaches read alike on the same seeds and cannot resolve)",
         results.len()
     );
-    Ok(())
 }
 
 /// A value to four significant figures.
@@ -300,31 +327,7 @@ fn several(a: &SuiteArgs, names: &[String], pairs: &[Vec<RowResult>]) -> Result<
         .map(|j| pairs.iter().filter(|p| p[j].resolves()).count())
         .collect();
     if a.json {
-        let rows: Vec<Value> = pairs
-            .iter()
-            .map(|p| {
-                let r0 = &p[0];
-                let mut per = serde_json::Map::new();
-                per.insert(names[0].clone(), json!({"median": r0.base_median(), "values": r0.base,
-                                                    "stalled_seeds": r0.stalled[0]}));
-                for (j, r) in p.iter().enumerate() {
-                    per.insert(names[j + 1].clone(), json!({"median": r.head_median(), "ratio": r.ratio(),
-                        "resolves": r.resolves(), "p": r.p(), "better": r.head_better(), "values": r.head,
-                        "stalled_seeds": r.stalled[1]}));
-                }
-                json!({"row": r0.row.name, "unit": r0.row.unit, "direction": r0.row.direction.name(),
-                       "policies": per})
-            })
-            .collect();
-        let res: serde_json::Map<String, Value> = names[1..]
-            .iter()
-            .zip(&resolved)
-            .map(|(n, k)| (n.clone(), json!(k)))
-            .collect();
-        let v = json!({"topology": a.topology, "policies": names, "base": names[0], "seeds": a.seeds,
-                       "alpha": ALPHA, "rows": rows, "resolved": res,
-                       "expected_by_chance": ALPHA * pairs.len() as f64});
-        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+        say!("{}", several_json(a, names, pairs, &resolved));
         return Ok(());
     }
     say!(
@@ -382,4 +385,38 @@ fn several(a: &SuiteArgs, names: &[String], pairs: &[Vec<RowResult>]) -> Result<
         ALPHA * pairs.len() as f64
     );
     Ok(())
+}
+
+/// Several policies against the base, as JSON.
+fn several_json(
+    a: &SuiteArgs,
+    names: &[String],
+    pairs: &[Vec<RowResult>],
+    resolved: &[usize],
+) -> String {
+    let rows: Vec<Value> = pairs
+        .iter()
+        .map(|p| {
+            let r0 = &p[0];
+            let mut per = serde_json::Map::new();
+            per.insert(names[0].clone(), json!({"median": r0.base_median(), "values": r0.base,
+                                                "stalled_seeds": r0.stalled[0]}));
+            for (j, r) in p.iter().enumerate() {
+                per.insert(names[j + 1].clone(), json!({"median": r.head_median(), "ratio": r.ratio(),
+                    "resolves": r.resolves(), "p": r.p(), "better": r.head_better(), "values": r.head,
+                    "stalled_seeds": r.stalled[1]}));
+            }
+            json!({"row": r0.row.name, "unit": r0.row.unit, "direction": r0.row.direction.name(),
+                   "policies": per})
+        })
+        .collect();
+    let res: serde_json::Map<String, Value> = names[1..]
+        .iter()
+        .zip(resolved)
+        .map(|(n, k)| (n.clone(), json!(k)))
+        .collect();
+    let v = json!({"topology": a.topology, "policies": names, "base": names[0], "seeds": a.seeds,
+                   "alpha": ALPHA, "rows": rows, "resolved": res,
+                   "expected_by_chance": ALPHA * pairs.len() as f64});
+    serde_json::to_string_pretty(&v).expect("plain data")
 }

@@ -275,12 +275,54 @@ pub fn perfetto(scenario: &str, o: &Outcome, events: &[&Event]) -> Vec<u8> {
 
 /// The trace of `events`, its threads named by `who`.
 pub fn perfetto_of(who: &Who, o: &Outcome, events: &[&Event]) -> Vec<u8> {
-    let comm = |t: Option<schedlab_sim::sched::TaskId>| who.comm(t);
-    let pid = |t: Option<schedlab_sim::sched::TaskId>| who.tid(t);
     let mut trace = Trace::default();
     let mut first = true;
+    descriptors(who, o, events, &mut trace, &mut first);
+    ftrace(who, events, &mut trace);
+    track_events(who, events, &mut trace, &mut first);
+    trace.encode_to_vec()
+}
 
-    // Who is who: the process tree, and track descriptors.
+/// The simulated process keeps uuid 1 (the fixture's bytes).
+fn process_uuid(pid: i32) -> u64 {
+    if pid == PROCESS_PID {
+        1
+    } else {
+        1u64 << 40 | pid as u32 as u64
+    }
+}
+
+fn thread_uuid(id: u32) -> u64 {
+    1_000 + id as u64
+}
+
+fn runq_uuid(cpu: usize) -> u64 {
+    1_000_000 + cpu as u64
+}
+
+fn streak_uuid(id: u32) -> u64 {
+    2_000_000 + id as u64
+}
+
+fn llc_uuid(l: usize) -> u64 {
+    3_000_000 + l as u64
+}
+
+/// A counter track's descriptor packet.
+fn counter(uuid: u64, name: String, parent: Option<u64>, first: &mut bool) -> TracePacket {
+    let td = TrackDescriptor {
+        uuid: Some(uuid),
+        name: Some(name),
+        parent_uuid: parent,
+        counter: Some(CounterDescriptor {}),
+        ..TrackDescriptor::default()
+    };
+    track_packet(0, Data::TrackDescriptor(td), first)
+}
+
+/// Who is who: the process tree, and the track descriptors (processes,
+/// threads, each CPU's run queue, each LLC's warmth, each streak).
+fn descriptors(who: &Who, o: &Outcome, events: &[&Event], trace: &mut Trace, first: &mut bool) {
     let tree = ProcessTree {
         processes: who
             .processes
@@ -301,19 +343,6 @@ pub fn perfetto_of(who: &Who, o: &Outcome, events: &[&Event]) -> Vec<u8> {
             .collect(),
     };
     trace.packet.push(packet(0, Data::ProcessTree(tree)));
-
-    // The simulated process keeps uuid 1 (the fixture's bytes).
-    let process_uuid = |pid: i32| {
-        if pid == PROCESS_PID {
-            1
-        } else {
-            1u64 << 40 | pid as u32 as u64
-        }
-    };
-    let thread_uuid = |id: u32| 1_000 + id as u64;
-    let runq_uuid = |cpu: usize| 1_000_000 + cpu as u64;
-    let streak_uuid = |id: u32| 2_000_000 + id as u64;
-    let llc_uuid = |l: usize| 3_000_000 + l as u64;
     for (&p, name) in &who.processes {
         let td = TrackDescriptor {
             uuid: Some(process_uuid(p)),
@@ -325,7 +354,7 @@ pub fn perfetto_of(who: &Who, o: &Outcome, events: &[&Event]) -> Vec<u8> {
         };
         trace
             .packet
-            .push(track_packet(0, Data::TrackDescriptor(td), &mut first));
+            .push(track_packet(0, Data::TrackDescriptor(td), first));
     }
     for (&id, (tid, tgid, name)) in &who.threads {
         let td = TrackDescriptor {
@@ -340,35 +369,19 @@ pub fn perfetto_of(who: &Who, o: &Outcome, events: &[&Event]) -> Vec<u8> {
         };
         trace
             .packet
-            .push(track_packet(0, Data::TrackDescriptor(td), &mut first));
+            .push(track_packet(0, Data::TrackDescriptor(td), first));
     }
-    let counter = |uuid: u64, name: String, parent: Option<u64>, first: &mut bool| {
-        let td = TrackDescriptor {
-            uuid: Some(uuid),
-            name: Some(name),
-            parent_uuid: parent,
-            counter: Some(CounterDescriptor {}),
-            ..TrackDescriptor::default()
-        };
-        track_packet(0, Data::TrackDescriptor(td), first)
-    };
     let ncpus = o.topology.as_ref().map_or(0, |t| t.num_cpus());
     for cpu in 0..ncpus {
-        trace.packet.push(counter(
-            runq_uuid(cpu),
-            format!("runq cpu{cpu}"),
-            None,
-            &mut first,
-        ));
+        let name = format!("runq cpu{cpu}");
+        trace
+            .packet
+            .push(counter(runq_uuid(cpu), name, None, first));
     }
     let nllcs = o.topology.as_ref().map_or(0, |t| t.llcs().len());
     for l in 0..nllcs {
-        trace.packet.push(counter(
-            llc_uuid(l),
-            format!("llc{l} warm bytes"),
-            None,
-            &mut first,
-        ));
+        let name = format!("llc{l} warm bytes");
+        trace.packet.push(counter(llc_uuid(l), name, None, first));
     }
     let streaked: BTreeSet<u32> = events
         .iter()
@@ -378,80 +391,25 @@ pub fn perfetto_of(who: &Who, o: &Outcome, events: &[&Event]) -> Vec<u8> {
         })
         .collect();
     for &id in &streaked {
-        let name = format!("streak {}", comm(Some(schedlab_sim::sched::TaskId(id))));
-        trace.packet.push(counter(
-            streak_uuid(id),
-            name,
-            Some(thread_uuid(id)),
-            &mut first,
-        ));
+        let name = format!("streak {}", who.comm(Some(schedlab_sim::sched::TaskId(id))));
+        let parent = Some(thread_uuid(id));
+        trace
+            .packet
+            .push(counter(streak_uuid(id), name, parent, first));
     }
+}
 
-    // ftrace: one bundle per CPU, its events in time order.
+/// ftrace: one bundle per CPU, its events (switches, IPIs, wakes) in time
+/// order.
+fn ftrace(who: &Who, events: &[&Event], trace: &mut Trace) {
     let mut per_cpu: BTreeMap<usize, Vec<FtraceEvent>> = BTreeMap::new();
     for e in events {
-        let (cpu, pid_, ev) = match &e.kind {
-            EventKind::Switch {
-                cpu,
-                prev,
-                prev_state,
-                next,
-            } => {
-                let sw = SchedSwitchFtraceEvent {
-                    prev_comm: Some(comm(*prev)),
-                    prev_pid: Some(pid(*prev)),
-                    prev_prio: Some(PRIO),
-                    prev_state: Some(prev_state_bits(*prev_state)),
-                    next_comm: Some(comm(*next)),
-                    next_pid: Some(pid(*next)),
-                    next_prio: Some(PRIO),
-                };
-                (
-                    cpu.index(),
-                    Some(pid(*prev) as u32),
-                    Ftrace::SchedSwitch(sw),
-                )
-            }
-            EventKind::Kick {
-                cpu,
-                target,
-                resched,
-                idle,
-            } => {
-                let t = target.index();
-                let ipi = IpiRaiseFtraceEvent {
-                    target_cpus: Some(if t < 32 { 1u32 << t } else { 0 }),
-                    reason: Some(ipi_reason(*resched, *idle, t)),
-                };
-                (cpu.index(), None, Ftrace::IpiRaise(ipi))
-            }
-            EventKind::Waking {
-                cpu,
-                task,
-                waker,
-                target,
-                ..
-            } => {
-                let w = SchedWakingFtraceEvent {
-                    comm: Some(comm(Some(*task))),
-                    pid: Some(pid(Some(*task))),
-                    prio: Some(PRIO),
-                    success: Some(1),
-                    target_cpu: Some(target.index() as i32),
-                };
-                // The thread running when the wake was posted: what the UI
-                // shows as "woken by" (0 for an interrupt, as in Linux).
-                (
-                    cpu.index(),
-                    Some(pid(*waker) as u32),
-                    Ftrace::SchedWaking(w),
-                )
-            }
-            _ => continue,
+        let Some((cpu, pid, ev)) = ftrace_event(who, e) else {
+            continue;
         };
         per_cpu.entry(cpu).or_default().push(FtraceEvent {
             timestamp: Some(e.at),
-            pid: pid_,
+            pid,
             event: Some(ev),
         });
     }
@@ -465,9 +423,79 @@ pub fn perfetto_of(who: &Who, o: &Outcome, events: &[&Event]) -> Vec<u8> {
             ..TracePacket::default()
         });
     }
+}
 
-    // Counters, instants, and a flow from each parked wake a thread posted
-    // to the wakee's next switch in.
+/// The ftrace event of `e`, if it has one: its CPU, the pid it is
+/// recorded under, the event.
+fn ftrace_event(who: &Who, e: &Event) -> Option<(usize, Option<u32>, Ftrace)> {
+    let comm = |t: Option<schedlab_sim::sched::TaskId>| who.comm(t);
+    let pid = |t: Option<schedlab_sim::sched::TaskId>| who.tid(t);
+    let ev = match &e.kind {
+        EventKind::Switch {
+            cpu,
+            prev,
+            prev_state,
+            next,
+        } => {
+            let sw = SchedSwitchFtraceEvent {
+                prev_comm: Some(comm(*prev)),
+                prev_pid: Some(pid(*prev)),
+                prev_prio: Some(PRIO),
+                prev_state: Some(prev_state_bits(*prev_state)),
+                next_comm: Some(comm(*next)),
+                next_pid: Some(pid(*next)),
+                next_prio: Some(PRIO),
+            };
+            (
+                cpu.index(),
+                Some(pid(*prev) as u32),
+                Ftrace::SchedSwitch(sw),
+            )
+        }
+        EventKind::Kick {
+            cpu,
+            target,
+            resched,
+            idle,
+        } => {
+            let t = target.index();
+            let ipi = IpiRaiseFtraceEvent {
+                target_cpus: Some(if t < 32 { 1u32 << t } else { 0 }),
+                reason: Some(ipi_reason(*resched, *idle, t)),
+            };
+            (cpu.index(), None, Ftrace::IpiRaise(ipi))
+        }
+        EventKind::Waking {
+            cpu,
+            task,
+            waker,
+            target,
+            ..
+        } => {
+            let w = SchedWakingFtraceEvent {
+                comm: Some(comm(Some(*task))),
+                pid: Some(pid(Some(*task))),
+                prio: Some(PRIO),
+                success: Some(1),
+                target_cpu: Some(target.index() as i32),
+            };
+            // The thread running when the wake was posted: what the UI
+            // shows as "woken by" (0 for an interrupt, as in Linux).
+            (
+                cpu.index(),
+                Some(pid(*waker) as u32),
+                Ftrace::SchedWaking(w),
+            )
+        }
+        _ => return None,
+    };
+    Some(ev)
+}
+
+/// Counters, instants, and a flow from each parked wake a thread posted to
+/// the wakee's next switch in.
+fn track_events(who: &Who, events: &[&Event], trace: &mut Trace, first: &mut bool) {
+    let comm = |t: Option<schedlab_sim::sched::TaskId>| who.comm(t);
     let mut flows: BTreeMap<u32, u64> = BTreeMap::new();
     let mut next_flow = 1u64;
     for e in events {
@@ -528,7 +556,6 @@ pub fn perfetto_of(who: &Who, o: &Outcome, events: &[&Event]) -> Vec<u8> {
         };
         trace
             .packet
-            .push(track_packet(e.at, Data::TrackEvent(te), &mut first));
+            .push(track_packet(e.at, Data::TrackEvent(te), first));
     }
-    trace.encode_to_vec()
 }
