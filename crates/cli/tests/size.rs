@@ -31,27 +31,111 @@ const LONG_FILES: &[(&str, &str)] = &[
 
 /// Functions allowed past the line limit: (file, function, why).
 const LONG_FNS: &[(&str, &str, &str)] = &[
-    ("crates/scenarios/src/field.rs", "hackbench_in", "hackbench's create_worker()/group() in one place, op by op against its source"),
-    ("crates/scenarios/src/field.rs", "schbench", "schbench's message and worker threads in one place, op by op against its source"),
-    ("crates/scenarios/src/rtapp/events.rs", "event", "one arm per rt-app event kind, in rt-app's parse_thread_event_data() order"),
-    ("crates/scenarios/src/rtapp/json.rs", "workgen", "rt-app's workgen preprocessing, step by step as the script does it"),
-    ("crates/scenarios/src/rtapp/mod.rs", "load_str", "rt-app's global section, key by key"),
-    ("crates/scenarios/src/rtapp/mod.rs", "read_thread", "rt-app's task section, key by key"),
-    ("crates/real/src/exec.rs", "op", "one arm per op, each the system calls it makes"),
-    ("crates/real/src/record.rs", "read", "one arm per tracefs event the recording reads"),
-    ("crates/real/src/lib.rs", "run_caught", "a real run's setup and guaranteed cleanup, in order"),
-    ("crates/real/src/run.rs", "prepare", "a real run's layout: processes, slots, shared memory, in order"),
-    ("crates/real/src/replay.rs", "convert", "a recording's threads to programs, block by block"),
-    ("crates/cli/src/record.rs", "check", "a recording's checks against its replay, one figure after another"),
-    ("crates/cli/src/real.rs", "run", "the real command: options to a real run and its table"),
-    ("crates/cli/src/real.rs", "suite", "the real suite: rows, runs and its table"),
-    ("crates/cli/src/validate.rs", "workloads", "the validation workloads, one per entry"),
-    ("crates/cli/src/validate.rs", "run", "calibrate, run both sides, and the table"),
-    ("crates/cli/src/run.rs", "run", "the run command: options to a run and its figures"),
-    ("crates/cli/src/run.rs", "sweep", "the sweep command: options to runs and its table"),
-    ("crates/cli/src/calibrate.rs", "run", "the calibration: microbenchmarks, fit, and its table"),
-    ("crates/cli/tests/validate.rs", "calibrate_then_validate_one_workload", "one end-to-end test, step by step"),
-    ("crates/topology/src/topology.rs", "from_groups", "the topology's invariants checked one by one with their errors"),
+    (
+        "crates/scenarios/src/field.rs",
+        "hackbench_in",
+        "hackbench's create_worker()/group() in one place, op by op against its source",
+    ),
+    (
+        "crates/scenarios/src/field.rs",
+        "schbench",
+        "schbench's message and worker threads in one place, op by op against its source",
+    ),
+    (
+        "crates/scenarios/src/rtapp/events.rs",
+        "event",
+        "one arm per rt-app event kind, in rt-app's parse_thread_event_data() order",
+    ),
+    (
+        "crates/scenarios/src/rtapp/json.rs",
+        "workgen",
+        "rt-app's workgen preprocessing, step by step as the script does it",
+    ),
+    (
+        "crates/scenarios/src/rtapp/mod.rs",
+        "load_str",
+        "rt-app's global section, key by key",
+    ),
+    (
+        "crates/scenarios/src/rtapp/mod.rs",
+        "read_thread",
+        "rt-app's task section, key by key",
+    ),
+    (
+        "crates/real/src/exec.rs",
+        "op",
+        "one arm per op, each the system calls it makes",
+    ),
+    (
+        "crates/real/src/record.rs",
+        "read",
+        "one arm per tracefs event the recording reads",
+    ),
+    (
+        "crates/real/src/lib.rs",
+        "run_caught",
+        "a real run's setup and guaranteed cleanup, in order",
+    ),
+    (
+        "crates/real/src/run.rs",
+        "prepare",
+        "a real run's layout: processes, slots, shared memory, in order",
+    ),
+    (
+        "crates/real/src/replay.rs",
+        "convert",
+        "a recording's threads to programs, block by block",
+    ),
+    (
+        "crates/cli/src/record.rs",
+        "check",
+        "a recording's checks against its replay, one figure after another",
+    ),
+    (
+        "crates/cli/src/real.rs",
+        "run",
+        "the real command: options to a real run and its table",
+    ),
+    (
+        "crates/cli/src/real.rs",
+        "suite",
+        "the real suite: rows, runs and its table",
+    ),
+    (
+        "crates/cli/src/validate.rs",
+        "workloads",
+        "the validation workloads, one per entry",
+    ),
+    (
+        "crates/cli/src/validate.rs",
+        "run",
+        "calibrate, run both sides, and the table",
+    ),
+    (
+        "crates/cli/src/run.rs",
+        "run",
+        "the run command: options to a run and its figures",
+    ),
+    (
+        "crates/cli/src/run.rs",
+        "sweep",
+        "the sweep command: options to runs and its table",
+    ),
+    (
+        "crates/cli/src/calibrate.rs",
+        "run",
+        "the calibration: microbenchmarks, fit, and its table",
+    ),
+    (
+        "crates/cli/tests/validate.rs",
+        "calibrate_then_validate_one_workload",
+        "one end-to-end test, step by step",
+    ),
+    (
+        "crates/topology/src/topology.rs",
+        "from_groups",
+        "the topology's invariants checked one by one with their errors",
+    ),
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

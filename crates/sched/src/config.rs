@@ -3,10 +3,14 @@
 //! reads it. The wake placement policy is not here: it is a type the
 //! scheduler is generic over (`policy`).
 
+use core::fmt;
+use core::str::FromStr;
+
+use alloc::string::String;
+
 use schedlab_topology::Topology;
 
 use crate::fair::FairConfig;
-pub use crate::policy::SpawnPolicy;
 
 /// Which load balancer runs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -141,5 +145,54 @@ impl Config {
             fair: FairConfig::for_cpus(topo.num_cpus()),
             core_sched: false,
         }
+    }
+}
+
+/// The built-in spawn rules' names: `near` and `rotate`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SpawnPolicy {
+    /// The seed's base: the shallowest of the equal free-core sleepers, in a
+    /// rotation over all CPUs that ignores LLCs.
+    Rotate,
+    /// A free core in the spawner's LLC, then its node, then anywhere; then
+    /// any sleeping CPU in that order; else the spawner's CPU.
+    Near,
+    /// Linux's fork placement, `sched_balance_find_dst_cpu()`
+    /// ([`crate::linux::fork`]).
+    Linux,
+}
+
+impl fmt::Display for SpawnPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SpawnPolicy::Rotate => "rotate",
+            SpawnPolicy::Near => "near",
+            SpawnPolicy::Linux => "linux",
+        })
+    }
+}
+
+impl FromStr for SpawnPolicy {
+    type Err = PolicyNameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "near" => Ok(SpawnPolicy::Near),
+            "rotate" => Ok(SpawnPolicy::Rotate),
+            "linux" => Ok(SpawnPolicy::Linux),
+            o => Err(PolicyNameError(alloc::format!(
+                "spawn {o:?}: expected near, rotate or linux"
+            ))),
+        }
+    }
+}
+
+/// Why a policy name did not parse.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct PolicyNameError(pub String);
+
+impl fmt::Display for PolicyNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }

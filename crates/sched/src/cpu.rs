@@ -40,15 +40,17 @@ use alloc::vec::Vec;
 
 use schedlab_topology::CpuId;
 
-use crate::balancer::{Balancer, Builtin, Cx, Request, Requests};
+use crate::balancer::{Balancer, Cx, Request, Requests};
+use crate::balancers::Builtin;
 use crate::doorbell::IdleDepth;
 use crate::effects::{Counters, Effects, Kick, Switch, Trace};
 use crate::fair::Entity;
 use crate::park::TaskState;
-use crate::policy::{MachineSpawn, Policy};
+use crate::policy::Policy;
 use crate::runqueue::{Resched, RunQueue};
 use crate::shared::{Msg, Shared};
 use crate::sleepers::Sleepers;
+use crate::spawn::MachineSpawn;
 use crate::task::{Task, TaskId};
 
 /// Where a task sits on its owner, for hosts and invariant checks.
@@ -395,7 +397,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 self.carry_out(sh, req, fx);
             }
             Msg::Balance(msg) => {
-                let msg = crate::balancer::unbox::<B::Msg>(msg);
+                let msg = crate::shared::unbox::<B::Msg>(msg);
                 let req = self.balancer.handle(&mut cx!(self, sh), msg, now);
                 self.carry_out(sh, req, fx);
             }

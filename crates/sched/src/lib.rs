@@ -57,8 +57,9 @@ extern crate alloc;
 #[macro_use]
 extern crate std;
 
-mod balance;
+pub mod balance;
 pub mod balancer;
+pub mod balancers;
 pub mod config;
 mod cookie;
 pub(crate) mod coresched;
@@ -76,6 +77,7 @@ pub mod policy;
 pub mod runqueue;
 pub mod shared;
 mod sleepers;
+mod spawn;
 pub mod streak;
 pub(crate) mod sync;
 pub mod task;
@@ -84,7 +86,9 @@ pub mod testhost;
 mod thread;
 mod wake;
 
-pub use balancer::{Balancer, Builtin, Cx, Request, Requests};
+pub use balance::Seed;
+pub use balancer::{Balancer, Cx, Request, Requests};
+pub use balancers::Builtin;
 pub use config::{Balance, BalanceKind, CasTunables, Config, SpawnPolicy};
 pub use cpu::{CpuSched, Holding, Spawned};
 pub use doorbell::{IdleDepth, KickKind};

@@ -6,8 +6,10 @@
 //! `S` is the placement policy's per-task state: it travels inside the
 //! tasks that messages and parked slots hold.
 
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use core::any::Any;
 
 use schedlab_topology::{CpuId, CpuSet, Topology};
 
@@ -16,9 +18,8 @@ use crate::coresched::CoreState;
 use crate::doorbell::Doorbell;
 use crate::effects::{Kick, KickWhy, PlaceReason, WakeCause};
 use crate::park::{Delivery, ParkWord, TaskState, Word};
-use crate::policy::{Machine, PolicyState};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
-use crate::task::{Task, TaskId};
+use crate::task::{PolicyState, Task, TaskId};
 
 /// A message between CPUs. The only way one CPU asks another to act on a
 /// task it owns.
@@ -56,7 +57,7 @@ pub(crate) enum Msg<S> {
     },
     /// The balancer's own message ([`crate::balancer`]), boxed: its type
     /// is the balancer's.
-    Balance(crate::balancer::Boxed),
+    Balance(Boxed),
 }
 
 impl<S> Msg<S> {
@@ -450,4 +451,102 @@ mod tests {
             "a kick is already on its way (the doorbell is rung): no second one"
         );
     }
+}
+
+/// The machine as a policy may see it: read-only.
+#[derive(Clone, Copy)]
+pub struct Machine<'a> {
+    pub(crate) topo: &'a Topology,
+    pub(crate) config: &'a Config,
+    pub(crate) doors: &'a [Doors],
+    /// The balancer's record of each LLC's utilization and capacity, when
+    /// it keeps one (cache-aware scheduling).
+    pub(crate) llcs: Option<&'a dyn LlcStats>,
+    /// The CPU deciding.
+    pub(crate) cpu: CpuId,
+    pub(crate) now: u64,
+}
+
+impl<'a> Machine<'a> {
+    pub fn topology(&self) -> &'a Topology {
+        self.topo
+    }
+
+    pub fn config(&self) -> &'a Config {
+        self.config
+    }
+
+    /// The CPU this decision runs on.
+    pub fn cpu(&self) -> CpuId {
+        self.cpu
+    }
+
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    pub fn doorbell(&self, cpu: CpuId) -> &'a Doorbell {
+        &self.doors[cpu.index()].doorbell
+    }
+
+    /// Running + queued tasks on `cpu`, as it last published them.
+    pub fn load(&self, cpu: CpuId) -> u32 {
+        self.doors[cpu.index()].load()
+    }
+
+    /// The CPU's fair `util_avg` (PELT, 0..=1024 per CPU), as it last
+    /// published it.
+    pub fn util(&self, cpu: CpuId) -> u32 {
+        self.doors[cpu.index()].util.load(Ordering::Relaxed)
+    }
+
+    /// The CPU's fair `load_avg` (PELT, weight-scaled), as last published.
+    pub fn load_avg(&self, cpu: CpuId) -> u32 {
+        self.doors[cpu.index()].load_avg.load(Ordering::Relaxed)
+    }
+
+    /// The CPU's fair `runnable_avg` (PELT, 0..=1024 per runnable task), as
+    /// last published.
+    pub fn runnable_avg(&self, cpu: CpuId) -> u32 {
+        self.doors[cpu.index()].runnable_avg.load(Ordering::Relaxed)
+    }
+
+    /// LLC `llc`'s (utilization, capacity) as periodic balancing last
+    /// recorded them (`sd_llc_shared->util_avg`, `->capacity`): what a wake
+    /// sees of an LLC's load, as stale as the last balance; `(0, 0)` without
+    /// cache-aware scheduling.
+    pub fn llc_stats(&self, llc: usize) -> (u64, u64) {
+        self.llcs.and_then(|l| l.recorded(llc)).unwrap_or((0, 0))
+    }
+
+    /// The same view with the balancer's record of the LLCs.
+    pub(crate) fn with_llcs(self, llcs: &'a dyn LlcStats) -> Machine<'a> {
+        Machine {
+            llcs: Some(llcs),
+            ..self
+        }
+    }
+
+    /// Asleep with no kick on its way: the test every idle search uses, so
+    /// a burst of moves spreads over several CPUs.
+    pub fn sleeping_unrung(&self, cpu: CpuId) -> bool {
+        self.doorbell(cpu).sleeping_unrung()
+    }
+}
+
+/// What a balancer records of each LLC for the wake path to read
+/// ([`Machine::llc_stats`]).
+pub trait LlcStats {
+    /// LLC `llc`'s (utilization, capacity), if recorded.
+    fn recorded(&self, llc: usize) -> Option<(u64, u64)>;
+}
+
+/// A balancer's message as a mailbox carries it: boxed and typed away, so
+/// the mailbox's type does not depend on the balancer's (a CPU's mailbox
+/// holds only its own balancer's messages, so the unboxing cannot fail).
+pub(crate) type Boxed = Box<dyn Any + Send>;
+
+pub(crate) fn unbox<M: 'static>(b: Boxed) -> M {
+    *b.downcast::<M>()
+        .unwrap_or_else(|_| unreachable!("a mailbox holds its own balancer's messages"))
 }

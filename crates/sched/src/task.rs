@@ -1,12 +1,13 @@
 //! Tasks: the spec a host creates one from, and the entity its owner holds.
 
 use alloc::boxed::Box;
+use core::fmt;
 
 use schedlab_topology::{CpuId, CpuSet};
 
 use crate::fair::{pick_eevdf, Entity, FairConfig, Pick};
 use crate::pelt::SchedAvg;
-use crate::policy::PolicyState;
+use crate::streak::WakerStreak;
 
 /// A task's id: its slot in the shared task table. Ids are not reused.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -259,3 +260,33 @@ pub(crate) fn pick_task<'a, T: Pickable>(
         Pick::Nothing => None,
     }
 }
+
+/// A policy's per-task state: small, copied with the task, and shown in
+/// the trace.
+pub trait PolicyState: Copy + Default + fmt::Debug + Send + Sync + 'static {
+    /// The state as one word, for the trace (hashed by the simulator).
+    fn bits(&self) -> u64 {
+        0
+    }
+
+    /// The state as a waker streak, when it is one (traces draw a streak
+    /// counter from it).
+    fn streak(&self) -> Option<WakerStreak> {
+        None
+    }
+}
+
+impl PolicyState for () {}
+
+impl PolicyState for WakerStreak {
+    fn bits(&self) -> u64 {
+        WakerStreak::bits(*self) as u64
+    }
+
+    fn streak(&self) -> Option<WakerStreak> {
+        Some(*self)
+    }
+}
+
+// The seed's owner ruling: one u16 of per-task placement state.
+const _: () = assert!(core::mem::size_of::<WakerStreak>() == 2);

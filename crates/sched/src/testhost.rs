@@ -14,7 +14,8 @@ use alloc::vec::Vec;
 
 use schedlab_topology::{CpuId, CpuSet, Topology};
 
-use crate::balancer::{Balancer, Builtin};
+use crate::balancer::Balancer;
+use crate::balancers::Builtin;
 use crate::config::Config;
 use crate::cpu::{CpuSched, Holding};
 use crate::doorbell::IdleDepth;

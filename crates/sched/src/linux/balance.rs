@@ -77,11 +77,8 @@ use crate::shared::Shared;
 use crate::sync::Ordering;
 use crate::task::{Task, TaskId};
 
-/// The estimated cost of a newly idle balance, per CPU of the domain (ns).
-pub const NEWIDLE_NS_PER_CPU: u64 = 100;
-
 mod state;
-pub use state::{LbCpu, LbMsg, LbOwn, LbShared, Pull, SdState};
+pub use state::{LbCpu, LbMsg, LbOwn, LbShared, Pull, SdState, NEWIDLE_NS_PER_CPU};
 
 /// Linux's balancer on one CPU: its own state and the machine's shared
 /// part.

@@ -99,6 +99,25 @@ pub fn domains(topo: &Topology, cpu: CpuId) -> ([Option<Domain>; 4], usize) {
     (out, n)
 }
 
+/// The groups of `sd` as `build_sched_groups()` makes them: the child
+/// domain's spans (single CPUs at the lowest level), the local group first,
+/// then wrapping in id order.
+pub fn groups(topo: &Topology, sd: &Domain, local: CpuId) -> alloc::vec::Vec<CpuSet> {
+    let mut out = alloc::vec::Vec::new();
+    let mut covered = CpuSet::new();
+    for c in sd.span.iter_from(local) {
+        if covered.contains(c) {
+            continue;
+        }
+        let g = sd
+            .child
+            .map_or(CpuSet::single(c), |l| topo.span(c, l) & sd.span);
+        covered = covered | g;
+        out.push(g);
+    }
+    out
+}
+
 /// `build_sched_domains()`'s `imb_numa_nr` for the NUMA level: the LLCs
 /// in a node when there are several, else an eighth of the node; at
 /// least 1. (One NUMA level, so the span factor is 1.)
@@ -267,7 +286,7 @@ pub fn find_dst_group(m: &Machine<'_>, sd: &Domain, mask: &CpuSet, this: CpuId) 
     let topo = m.topology();
     let mut local: Option<(GroupType, GroupStats, CpuSet)> = None;
     let mut idlest: Option<(GroupType, GroupStats, CpuSet)> = None;
-    for group in super::lb::groups(topo, sd, this) {
+    for group in groups(topo, sd, this) {
         if !group.intersects(mask) {
             continue;
         }

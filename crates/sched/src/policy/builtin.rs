@@ -3,8 +3,7 @@
 use core::fmt;
 use core::str::FromStr;
 
-use alloc::string::String;
-
+use crate::config::PolicyNameError;
 use crate::streak::WAKER_RUN;
 
 /// The built-in policies by name: `home`, `waker-streak` (the seed's run,
@@ -52,16 +51,6 @@ impl fmt::Display for BuiltinPolicy {
             }
             BuiltinPolicy::WakerStreak { waker_run, .. } => write!(f, "waker-streak:{waker_run}"),
         }
-    }
-}
-
-/// Why a policy name did not parse.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct PolicyNameError(pub String);
-
-impl fmt::Display for PolicyNameError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 

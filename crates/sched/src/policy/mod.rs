@@ -57,250 +57,17 @@
 //! state, scanning that LLC alone in id order starting after the waker. No
 //! such CPU: nothing moves (ordinary placement applies).
 
-use core::fmt;
-use core::str::FromStr;
+use schedlab_topology::{CpuId, CpuSet, LlcId};
 
-use schedlab_topology::{CpuId, CpuSet, LlcId, Topology};
-
-use crate::config::Config;
-use crate::doorbell::Doorbell;
-use crate::effects::{PlaceReason, WakeCause};
-use crate::linux::fork::LinuxFork;
-use crate::park::Delivery;
-use crate::shared::Doors;
+use crate::effects::PlaceReason;
 use crate::streak::{WakerStreak, WAKER_RUN};
-use crate::task::{Band, Task, TaskId};
+use crate::task::{Band, Task};
 
-/// A policy's per-task state: small, copied with the task, and shown in
-/// the trace.
-pub trait PolicyState: Copy + Default + fmt::Debug + Send + Sync + 'static {
-    /// The state as one word, for the trace (hashed by the simulator).
-    fn bits(&self) -> u64 {
-        0
-    }
+pub use crate::task::PolicyState;
 
-    /// The state as a waker streak, when it is one (traces draw a streak
-    /// counter from it).
-    fn streak(&self) -> Option<WakerStreak> {
-        None
-    }
-}
-
-impl PolicyState for () {}
-
-impl PolicyState for WakerStreak {
-    fn bits(&self) -> u64 {
-        WakerStreak::bits(*self) as u64
-    }
-
-    fn streak(&self) -> Option<WakerStreak> {
-        Some(*self)
-    }
-}
-
-// The seed's owner ruling: one u16 of per-task placement state.
-const _: () = assert!(core::mem::size_of::<WakerStreak>() == 2);
-
-/// Where a policy decides a parked task's wake.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Decides {
-    /// The task's owner, after the `Wake` message reaches it: a move is two
-    /// wakes in series (the seed's kernel).
-    Owner,
-    /// The CPU that posts the wake, as Linux's `try_to_wake_up()` does: a
-    /// move is one wake, the target's.
-    Waker,
-}
-
-/// What to do with a woken task.
-#[must_use = "a placement decision must be carried out"]
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Decision {
-    /// Queue it on the CPU it parked on.
-    Stay,
-    /// Send it to `cpu` (which must be in its mask). `cpu` may be the CPU
-    /// it parked on: it stays, and the trace carries the reason.
-    Send(CpuId, PlaceReason),
-}
-
-/// The machine as a policy may see it: read-only.
-#[derive(Clone, Copy)]
-pub struct Machine<'a> {
-    pub(crate) topo: &'a Topology,
-    pub(crate) config: &'a Config,
-    pub(crate) doors: &'a [Doors],
-    /// The balancer's record of each LLC's utilization and capacity, when
-    /// it keeps one (cache-aware scheduling).
-    pub(crate) llcs: Option<&'a dyn LlcStats>,
-    /// The CPU deciding.
-    pub(crate) cpu: CpuId,
-    pub(crate) now: u64,
-}
-
-impl<'a> Machine<'a> {
-    pub fn topology(&self) -> &'a Topology {
-        self.topo
-    }
-
-    pub fn config(&self) -> &'a Config {
-        self.config
-    }
-
-    /// The CPU this decision runs on.
-    pub fn cpu(&self) -> CpuId {
-        self.cpu
-    }
-
-    pub fn now(&self) -> u64 {
-        self.now
-    }
-
-    pub fn doorbell(&self, cpu: CpuId) -> &'a Doorbell {
-        &self.doors[cpu.index()].doorbell
-    }
-
-    /// Running + queued tasks on `cpu`, as it last published them.
-    pub fn load(&self, cpu: CpuId) -> u32 {
-        self.doors[cpu.index()].load()
-    }
-
-    /// The CPU's fair `util_avg` (PELT, 0..=1024 per CPU), as it last
-    /// published it.
-    pub fn util(&self, cpu: CpuId) -> u32 {
-        self.doors[cpu.index()]
-            .util
-            .load(crate::sync::Ordering::Relaxed)
-    }
-
-    /// The CPU's fair `load_avg` (PELT, weight-scaled), as last published.
-    pub fn load_avg(&self, cpu: CpuId) -> u32 {
-        self.doors[cpu.index()]
-            .load_avg
-            .load(crate::sync::Ordering::Relaxed)
-    }
-
-    /// The CPU's fair `runnable_avg` (PELT, 0..=1024 per runnable task), as
-    /// last published.
-    pub fn runnable_avg(&self, cpu: CpuId) -> u32 {
-        self.doors[cpu.index()]
-            .runnable_avg
-            .load(crate::sync::Ordering::Relaxed)
-    }
-
-    /// LLC `llc`'s (utilization, capacity) as periodic balancing last
-    /// recorded them (`sd_llc_shared->util_avg`, `->capacity`): what a wake
-    /// sees of an LLC's load, as stale as the last balance; `(0, 0)` without
-    /// cache-aware scheduling.
-    pub fn llc_stats(&self, llc: usize) -> (u64, u64) {
-        self.llcs.and_then(|l| l.recorded(llc)).unwrap_or((0, 0))
-    }
-
-    /// The same view with the balancer's record of the LLCs.
-    pub(crate) fn with_llcs(self, llcs: &'a dyn LlcStats) -> Machine<'a> {
-        Machine {
-            llcs: Some(llcs),
-            ..self
-        }
-    }
-
-    /// Asleep with no kick on its way: the test every idle search uses, so
-    /// a burst of moves spreads over several CPUs.
-    pub fn sleeping_unrung(&self, cpu: CpuId) -> bool {
-        self.doorbell(cpu).sleeping_unrung()
-    }
-}
-
-/// What a balancer records of each LLC for the wake path to read
-/// ([`Machine::llc_stats`]).
-pub trait LlcStats {
-    /// LLC `llc`'s (utilization, capacity), if recorded.
-    fn recorded(&self, llc: usize) -> Option<(u64, u64)>;
-}
-
-impl<B: crate::balancer::Balancer> LlcStats for B {
-    fn recorded(&self, llc: usize) -> Option<(u64, u64)> {
-        crate::balancer::Balancer::llc_stats(self, llc)
-    }
-}
-
-/// A parked wake, as the deciding CPU sees it.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Wake {
-    pub task: TaskId,
-    /// The CPU the task parked on (its owner until it moves).
-    pub prev: CpuId,
-    /// `prev` runs a task or has one waiting: exact on the owner, the
-    /// published load on a waker.
-    pub prev_busy: bool,
-    pub cause: WakeCause,
-}
-
-/// A placement policy. See the module doc for the contract.
-pub trait Policy: Clone + Send + Sync + 'static {
-    /// Per-task state, travelling with the task.
-    type TaskState: PolicyState;
-
-    /// Where parked wakes are decided.
-    const DECIDES: Decides = Decides::Owner;
-
-    fn name(&self) -> &str;
-
-    /// A thread on this CPU posted a wake of `wakee`; `waker` is that
-    /// thread's own state (`None` for a wake from an interrupt, the
-    /// scheduler, or a thread that has begun leaving). Runs for every
-    /// delivery outcome, after it is known.
-    fn wake_posted(
-        &mut self,
-        _m: &Machine<'_>,
-        _waker: Option<&mut Self::TaskState>,
-        _wakee: TaskId,
-        _delivery: Delivery,
-    ) {
-    }
-
-    /// The deciding CPU takes in a parked wake, before [`Policy::place`]:
-    /// count it in the task's own state. Not called for a wake whose task
-    /// must first be moved into its mask.
-    fn wake_parked(&mut self, _m: &Machine<'_>, _wake: &Wake, _state: &mut Self::TaskState) {}
-
-    /// Whether a flagged wake (one that found the task running or about to
-    /// park) should record its waker's LLC for [`Policy::flag_consumed`].
-    fn counts_flags(&self) -> bool {
-        false
-    }
-
-    /// The task consumed a flag whose first waker ran in `waker_llc`
-    /// (its park returned at once), on the owner, with the task's state.
-    /// No placement follows: only parked wakes are placed.
-    fn flag_consumed(&mut self, _m: &Machine<'_>, _waker_llc: LlcId, _state: &mut Self::TaskState) {
-    }
-
-    /// Where the woken task goes. Not asked for a stopped or killed task.
-    /// The task's own state may change here too (Linux's
-    /// `select_idle_sibling()` records `recent_used_cpu`).
-    fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<Self::TaskState>)
-        -> Decision;
-
-    /// The machine spawn rule this policy comes with (`linux`: Linux's fork
-    /// path), which a scenario takes unless its user names another; `None`:
-    /// the scenario's own. A rule of the policy's own goes in
-    /// [`Policy::place_new`] instead.
-    fn spawn_rule(&self) -> Option<SpawnPolicy> {
-        None
-    }
-
-    /// The load balancer this policy comes with (`linux`: Linux's), which a
-    /// scenario takes unless its user names another; `None`: the
-    /// scenario's own.
-    fn balance_rule(&self) -> Option<crate::config::BalanceKind> {
-        None
-    }
-
-    /// Where a new task starts, or `None` for the machine's [`SpawnRule`].
-    fn place_new(&mut self, _m: &Machine<'_>, _spawner: CpuId, _mask: &CpuSet) -> Option<CpuId> {
-        None
-    }
-}
+pub use crate::shared::{LlcStats, Machine};
+mod seam;
+pub use seam::{Decides, Decision, Policy, Wake};
 
 /// The seed's base: ordinary placement, no rule. It keeps the waker streak
 /// (never acting on it) so that a trace of `home` shows the runs the rule
@@ -396,7 +163,8 @@ fn count_streak(m: &Machine<'_>, wake: &Wake, state: &mut WakerStreak) {
 }
 
 mod builtin;
-pub use builtin::{BuiltinPolicy, PolicyNameError};
+pub use crate::config::{PolicyNameError, SpawnPolicy};
+pub use builtin::BuiltinPolicy;
 
 /// Ordinary placement (see the module doc): stay when home is free, else a
 /// wake forward inside home's LLC.
@@ -454,7 +222,7 @@ pub fn idle_among(
     best.map(|(_, c)| c)
 }
 
-/// The nearest idle CPU in `mask` around `cpu` (its [`Topology::rings`]);
+/// The nearest idle CPU in `mask` around `cpu` (its [`Topology::rings`](schedlab_topology::Topology::rings));
 /// else the first CPU of the mask from `cpu` on. `None` only for an empty
 /// mask.
 pub fn nearest_in_mask(m: &Machine<'_>, cpu: CpuId, mask: &CpuSet) -> Option<CpuId> {
@@ -464,45 +232,6 @@ pub fn nearest_in_mask(m: &Machine<'_>, cpu: CpuId, mask: &CpuSet) -> Option<Cpu
         .iter()
         .find_map(|ring| idle_among(m, ring, cpu, mask, &none))
         .or_else(|| mask.iter_from(cpu).find(|c| topo.contains(*c)))
-}
-
-/// The built-in spawn rules' names: `near` and `rotate`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum SpawnPolicy {
-    /// The seed's base: the shallowest of the equal free-core sleepers, in a
-    /// rotation over all CPUs that ignores LLCs.
-    Rotate,
-    /// A free core in the spawner's LLC, then its node, then anywhere; then
-    /// any sleeping CPU in that order; else the spawner's CPU.
-    Near,
-    /// Linux's fork placement, `sched_balance_find_dst_cpu()`
-    /// ([`crate::linux::fork`]).
-    Linux,
-}
-
-impl fmt::Display for SpawnPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SpawnPolicy::Rotate => "rotate",
-            SpawnPolicy::Near => "near",
-            SpawnPolicy::Linux => "linux",
-        })
-    }
-}
-
-impl FromStr for SpawnPolicy {
-    type Err = PolicyNameError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "near" => Ok(SpawnPolicy::Near),
-            "rotate" => Ok(SpawnPolicy::Rotate),
-            "linux" => Ok(SpawnPolicy::Linux),
-            o => Err(PolicyNameError(alloc::format!(
-                "spawn {o:?}: expected near, rotate or linux"
-            ))),
-        }
-    }
 }
 
 /// Where a new task starts: a CPU's spawn placement, with whatever state of
@@ -549,36 +278,6 @@ impl SpawnRule for Near {
                 .iter()
                 .find_map(|ring| idle_among(m, ring, spawner, mask, &CpuSet::new()))
         })
-    }
-}
-
-/// The spawn rule a config names, as one CPU keeps it.
-#[derive(Clone, Copy, Debug)]
-pub enum MachineSpawn {
-    Rotate(Rotate),
-    Near(Near),
-    Linux(LinuxFork),
-}
-
-impl MachineSpawn {
-    pub fn new(p: SpawnPolicy, cpu: CpuId) -> MachineSpawn {
-        match p {
-            SpawnPolicy::Rotate => MachineSpawn::Rotate(Rotate {
-                cursor: cpu.index() + 1,
-            }),
-            SpawnPolicy::Near => MachineSpawn::Near(Near),
-            SpawnPolicy::Linux => MachineSpawn::Linux(LinuxFork),
-        }
-    }
-}
-
-impl SpawnRule for MachineSpawn {
-    fn place_new(&mut self, m: &Machine<'_>, spawner: CpuId, mask: &CpuSet) -> Option<CpuId> {
-        match self {
-            MachineSpawn::Rotate(r) => r.place_new(m, spawner, mask),
-            MachineSpawn::Near(n) => n.place_new(m, spawner, mask),
-            MachineSpawn::Linux(l) => l.place_new(m, spawner, mask),
-        }
     }
 }
 

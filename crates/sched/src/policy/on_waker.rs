@@ -2,8 +2,10 @@
 
 use schedlab_topology::{CpuId, CpuSet, LlcId};
 
-use super::{Decides, Decision, Machine, Policy, SpawnPolicy, Wake};
+use super::seam::{Decides, Decision, Policy, Wake};
+use crate::config::SpawnPolicy;
 use crate::park::Delivery;
+use crate::shared::Machine;
 use crate::task::{Task, TaskId};
 
 /// Any policy, decided on the waker's CPU instead of its own choice: the

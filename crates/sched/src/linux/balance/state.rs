@@ -9,9 +9,11 @@ use schedlab_topology::{CpuId, Topology};
 use super::super::cas::{CpuRuntime, ProcCache};
 use super::super::fork::{domains, Domain};
 use super::super::lb::{Attempt, Idle, Migration, SdParams};
-use super::NEWIDLE_NS_PER_CPU;
 use crate::config::CasTunables;
 use crate::sync::{AtomicU64, Mutex, Ordering};
+
+/// The estimated cost of a newly idle balance, per CPU of the domain (ns).
+pub const NEWIDLE_NS_PER_CPU: u64 = 100;
 
 /// One domain's balancing state (`sd->balance_interval`, `last_balance`,
 /// `nr_balance_failed`).

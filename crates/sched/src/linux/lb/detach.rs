@@ -3,7 +3,7 @@
 //! cache-aware scheduling tries them in, and whether to push the running
 //! task instead (`need_active_balance()`).
 
-use super::{Attempt, Migration, MigrationType};
+use super::env::{Attempt, Migration, MigrationType};
 
 /// A waiting task as `can_migrate_task()` sees it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -3,9 +3,11 @@
 //! 2k+1}, MC 0-7 and 8-15, one PKG (node) domain of 16) unless said.
 
 use super::*;
-use crate::linux::fork::domains;
+use crate::config::CasTunables;
+use crate::linux::fork::{domains, Domain};
 use alloc::vec::Vec;
 use schedlab_topology::preset;
+use schedlab_topology::Level;
 
 fn c(i: usize) -> CpuId {
     CpuId::new(i)
