@@ -8,7 +8,7 @@
 # even when the script is interrupted. Exits 1 if any mutation leaves every
 # test green or does not apply.
 #
-#   scripts/mutants.sh            # all mutations (about 35 minutes on 2 cores)
+#   scripts/mutants.sh            # all mutations (about an hour on 2 cores)
 #   scripts/mutants.sh no-rule    # one
 set -uo pipefail
 cd "$(dirname "$0")/.."
