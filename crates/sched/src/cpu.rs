@@ -46,6 +46,7 @@ use crate::doorbell::IdleDepth;
 use crate::effects::{Counters, Effects, Kick, Switch, Trace};
 use crate::fair::Entity;
 use crate::park::TaskState;
+use crate::pick_state::PickState;
 use crate::policy::Policy;
 use crate::runqueue::{Resched, RunQueue};
 use crate::shared::{Msg, Shared};
@@ -79,7 +80,7 @@ macro_rules! cx {
             cpu: $s.id,
             sh: $sh,
             rq: &$s.rq,
-            pushing: $s.pushing,
+            pushing: $s.pick.pushing,
             counters: &mut $s.counters,
         }
     };
@@ -98,19 +99,14 @@ pub struct CpuSched<P: Policy, B: Balancer = Builtin> {
     pub(crate) sleepers: Sleepers,
     /// Runnable but stopped.
     pub(crate) held: BTreeMap<TaskId, Task<P::TaskState>>,
-    pub(crate) need_resched: bool,
+    /// What the pick keeps between passes (its room: `pick`).
+    pub(crate) pick: PickState,
     irq_depth: u32,
     pub(crate) steal_pending: bool,
     /// The mailbox's messages while a pass handles them: swapped with the
     /// mailbox, so neither gives its capacity up.
     mail: VecDeque<Msg<P::TaskState>>,
-    /// The core-wide selection this CPU last ran (`rq->core_sched_seq`).
-    pub(crate) sched_seq: u64,
-    pub(crate) core_sched: bool,
     pub(crate) counters: Counters,
-    /// The running task the stopper pushes to a CPU at the next pick, as
-    /// the balancer asked ([`Request::PushRunning`]).
-    pub(crate) pushing: Option<(TaskId, CpuId)>,
 }
 
 impl<P: Policy, B: Balancer> CpuSched<P, B> {
@@ -130,14 +126,13 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 rq: RunQueue::new(sh.config().fair),
                 sleepers: Sleepers::default(),
                 held: BTreeMap::new(),
-                need_resched: false,
+                pick: PickState::new(
+                    sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
+                ),
                 irq_depth: 0,
                 steal_pending: false,
                 mail: VecDeque::new(),
-                sched_seq: 0,
-                core_sched: sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
                 counters: Counters::default(),
-                pushing: None,
             })
             .collect()
     }
@@ -281,16 +276,16 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             let id = self.current().expect("a running task asked");
             self.resched(Resched(id), &mut fx);
         }
-        fx.resched = self.need_resched;
+        fx.resched = self.pick.need_resched;
         fx
     }
 
     /// Sets this CPU's reschedule flag (traced once per setting).
     pub(crate) fn resched(&mut self, r: Resched, fx: &mut Effects) {
-        if !self.need_resched {
+        if !self.pick.need_resched {
             fx.trace.push(Trace::Resched { task: r.0 });
         }
-        self.need_resched = true;
+        self.pick.need_resched = true;
         fx.resched = true;
     }
 
@@ -330,7 +325,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         loop {
             sh.doorbell(self.id).answer();
             if sh.take_resched(self.id) {
-                self.need_resched = true;
+                self.pick.need_resched = true;
             }
             self.steal_pending = false;
             // Popped one at a time, in place: a `drain(..)` of a buffer
@@ -517,7 +512,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 }
                 Request::Ask { victim } => self.ask(sh, victim, None, fx),
                 Request::PushRunning { task, to } => {
-                    self.pushing = Some((task, to));
+                    self.pick.pushing = Some((task, to));
                     self.resched(Resched(task), fx);
                 }
             }

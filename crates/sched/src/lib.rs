@@ -44,7 +44,7 @@
 //! seam and the built-in policies), [`balancer`] (the balancer seam;
 //! `balance` the seed's, [`linux`] Linux's), [`streak`] (the waker-streak
 //! state), [`fair`] (EEVDF), [`cpu`] (the struct, the tick and the pass),
-//! the rooms that own their state (`runqueue`, `sleepers`), the CPU's
+//! the rooms that own their state (`runqueue`, `sleepers`, `pick_state`), the CPU's
 //! behaviour by what it does (`thread`, `wake`, `pick`, `cookie`,
 //! `lifecycle`), `coresched` (the core-wide pick of core scheduling),
 //! [`shared`], [`config`], [`effects`].
@@ -73,6 +73,7 @@ pub mod linux;
 pub mod park;
 pub mod pelt;
 mod pick;
+mod pick_state;
 pub mod policy;
 pub mod runqueue;
 pub mod shared;

@@ -32,19 +32,20 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         now: u64,
         fx: &mut Effects,
     ) -> Option<TaskId> {
-        let resched = core::mem::take(&mut self.need_resched);
+        let resched = core::mem::take(&mut self.pick.need_resched);
         self.rq.update_curr(now);
         if self
+            .pick
             .pushing
             .is_some_and(|(id, _)| self.current() != Some(id))
         {
-            self.pushing = None;
+            self.pick.pushing = None;
         }
         let runnable = self.running().is_some();
         if runnable && !resched {
             return self.current();
         }
-        let next = if self.core_sched {
+        let next = if self.pick.core_sched {
             self.core_pick(sh, now, fx)
         } else {
             let p = pick_task(
@@ -66,7 +67,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// The running task, when it may go on running here (not stopped, in
     /// its mask).
     fn running(&self) -> Option<&Task<P::TaskState>> {
-        let pushed = self.pushing.map(|(id, _)| id);
+        let pushed = self.pick.pushing.map(|(id, _)| id);
         self.rq
             .current
             .as_ref()
@@ -82,7 +83,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             let mut core = sh.core(self.id).lock();
             self.publish_view(&mut core);
             let mut pick = core
-                .take_pick(self.id, &mut self.sched_seq)
+                .take_pick(self.id, &mut self.pick.sched_seq)
                 .filter(|p| self.can_run(*p));
             if pick.is_none() && !core.need_sync() {
                 pick = core.local_pick(self.id, &cfg);
@@ -90,7 +91,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             match pick {
                 Some(p) => (p, Vec::new()),
                 None => {
-                    let s = core.select(self.id, now, &cfg, &mut self.sched_seq);
+                    let s = core.select(self.id, now, &cfg, &mut self.pick.sched_seq);
                     (s.mine, s.resched)
                 }
             }
@@ -141,7 +142,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         if let Some(mut prev) = self.rq.current.take() {
             prev.last_ran = now;
             self.balancer.ran(self.id, sh.topology(), &mut prev, now);
-            let push = self.pushing.take();
+            let push = self.pick.pushing.take();
             sh.slot(prev.id)
                 .park
                 .set(TaskState::Running, TaskState::Queued);
@@ -187,7 +188,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// telling it first when the runnable set changed; returns how many
     /// siblings the core's last selection forced idle.
     pub(crate) fn publish_core(&mut self, sh: &Shared<P::TaskState>) -> u32 {
-        if !self.core_sched {
+        if !self.pick.core_sched {
             return 0;
         }
         let mut core = sh.core(self.id).lock();

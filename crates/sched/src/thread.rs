@@ -210,7 +210,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 t.fair.vprot = t.fair.vruntime;
             }
         }
-        self.need_resched = true;
+        self.pick.need_resched = true;
         self.pass(sh, now, idle)
     }
 
