@@ -35,13 +35,24 @@
 //!
 //! ## The built-ins
 //!
-//! Three implementations live in this crate: [`Seed`](crate::balance::Seed) (the seed's: steal
-//! when newly idle, push from the tick: `balance`), [`LinuxLb`](crate::linux::balance::LinuxLb) (Linux's:
-//! `linux::balance`) and [`LinuxCasLb`](crate::linux::cache::LinuxCasLb) (Linux's with cache-aware
-//! scheduling: `linux::cache`). [`Builtin`](crate::balancers::Builtin) holds whichever the config's
-//! [`BalanceKind`](crate::config::BalanceKind) names, so a host that runs every built-in needs one
-//! type; the core never asks which one runs. A balancer written outside
-//! this crate plugs in the same way: `examples/custom-policy` has one.
+//! Three implementations live in this crate:
+//! [`Seed`](crate::balance::Seed) (the seed's: steal when newly idle, push
+//! from the tick), [`LinuxLb`](crate::linux::balance::LinuxLb) (Linux's)
+//! and [`LinuxCasLb`](crate::linux::cache::LinuxCasLb) (Linux's with
+//! cache-aware scheduling). [`Builtin`](crate::balancers::Builtin) holds
+//! whichever the config's [`BalanceKind`](crate::config::BalanceKind)
+//! names, so a host that runs every built-in needs one type; the core never
+//! asks which one runs. A balancer written outside this crate plugs in the
+//! same way, with the policy that brings it: `examples/custom-policy` has
+//! one, with its tutorial.
+//!
+//! ## Hooks and when the core calls them
+//!
+//! [`Balancer::newly_idle_reads_itself`] says whether the CPU publishes its
+//! empty queue before [`Balancer::newly_idle`] (Linux's passes count the CPU
+//! among the others; the seed's reads only the others and saves that
+//! publish on every idle). One ask is out per round of a pass: the core
+//! calls `newly_idle` only when no ask of this round is pending.
 
 use alloc::vec::Vec;
 use core::fmt;
