@@ -69,7 +69,7 @@ use std::path::Path;
 
 use schedlab_sim::sched::{SpawnPolicy, TaskSpec};
 use schedlab_sim::{CostModel, Figure, Op};
-use schedlab_topology::read::{line_column, toml_error, ReadError, TopologySpec};
+use schedlab_topology::read::{read_text, toml_error, ReadError, TopologySpec};
 use schedlab_topology::{parse_cpulist, CpuSet, Topology};
 use serde::Deserialize;
 use toml::Spanned;
@@ -157,16 +157,6 @@ pub fn load(path: &Path, params: Params) -> Result<Scenario, ReadError> {
     load_str(&read_text(path)?, path, params)
 }
 
-/// A scenario file's text, or an error naming it.
-pub(crate) fn read_text(path: &Path) -> Result<String, ReadError> {
-    std::fs::read_to_string(path).map_err(|e| ReadError {
-        file: path.to_path_buf(),
-        line: None,
-        column: None,
-        message: format!("cannot read: {e}"),
-    })
-}
-
 /// The machine a scenario file without `[topology]` runs on, unless told.
 pub const DEFAULT_TOPOLOGY: &str = "amd-2x8";
 
@@ -250,23 +240,12 @@ struct Src<'a> {
 impl Src<'_> {
     /// An error at byte `offset` of the text.
     fn at(&self, offset: usize, message: String) -> ReadError {
-        let (l, c) = line_column(self.text, offset);
-        ReadError {
-            file: self.file.to_path_buf(),
-            line: Some(l),
-            column: Some(c),
-            message,
-        }
+        ReadError::at(self.file, self.text, offset, message)
     }
 
     /// An error of the file as a whole.
     fn whole(&self, message: String) -> ReadError {
-        ReadError {
-            file: self.file.to_path_buf(),
-            line: None,
-            column: None,
-            message,
-        }
+        ReadError::whole(self.file, message)
     }
 
     /// The machine: the one given (`--topology`, a real run's) wins over

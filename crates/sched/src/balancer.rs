@@ -159,22 +159,8 @@ impl<M> Requests<M> {
         self.0.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     pub fn push(&mut self, r: Request<M>) {
         self.0.push(r);
-    }
-
-    /// Appends `other`'s requests after these.
-    pub fn extend(&mut self, other: Requests<M>) {
-        self.0.extend(other.0);
-    }
-
-    /// The requests, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &Request<M>> {
-        self.0.iter()
     }
 
     /// The same requests with their messages mapped to another type.

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use schedlab_topology::read::{line_column, ReadError};
+use schedlab_topology::read::ReadError;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -61,13 +61,7 @@ impl<'a> Reader<'a> {
     }
 
     pub(super) fn at_offset(&self, offset: usize, message: String) -> ReadError {
-        let (l, c) = line_column(self.text, offset);
-        ReadError {
-            file: self.file.to_path_buf(),
-            line: Some(l),
-            column: Some(c),
-            message,
-        }
+        ReadError::at(self.file, self.text, offset, message)
     }
 
     pub(super) fn note(&mut self, v: &RawValue, what: &str) {

@@ -94,7 +94,7 @@ use std::path::Path;
 
 use schedlab_sim::sched::TaskSpec;
 use schedlab_sim::{Figure, Op};
-use schedlab_topology::read::ReadError;
+use schedlab_topology::read::{read_text, ReadError};
 use schedlab_topology::{CpuId, CpuSet, Topology};
 use serde_json::value::RawValue;
 
@@ -131,7 +131,7 @@ pub const START_BARRIER: &str = "rt-app's threads_barrier";
 
 /// Loads an rt-app file onto `topology`; `params` are the common ones.
 pub fn load(path: &Path, topology: Topology, params: Params) -> Result<Scenario, ReadError> {
-    load_str(&crate::file::read_text(path)?, path, topology, params)
+    load_str(&read_text(path)?, path, topology, params)
 }
 
 /// Loads rt-app JSON from `text`; `file` names it in errors.
@@ -141,12 +141,7 @@ pub fn load_str(
     topology: Topology,
     mut params: Params,
 ) -> Result<Scenario, ReadError> {
-    let whole = |message: String| ReadError {
-        file: file.to_path_buf(),
-        line: None,
-        column: None,
-        message,
-    };
+    let whole = |message: String| ReadError::whole(file, message);
     let stripped = strip_comments(text).map_err(whole)?;
     let (clean, rewrites) = workgen(&stripped);
     let root: Obj = serde_json::from_str(&clean).map_err(|e| ReadError {
@@ -254,12 +249,7 @@ pub fn for_rtapp(
     duration_s: u64,
     ns_per_loop: Option<u64>,
 ) -> Result<String, ReadError> {
-    let whole = |message: String| ReadError {
-        file: file.to_path_buf(),
-        line: None,
-        column: None,
-        message,
-    };
+    let whole = |message: String| ReadError::whole(file, message);
     let (clean, _) = workgen(&strip_comments(text).map_err(whole)?);
     let mut root: serde_json::Value =
         serde_json::from_str(&clean).map_err(|e| whole(e.to_string()))?;

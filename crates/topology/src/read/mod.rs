@@ -107,6 +107,18 @@ impl ReadError {
             message: message.into(),
         }
     }
+
+    /// An error at byte `offset` of `text` (its line and column), read
+    /// from `file`.
+    pub fn at(file: &Path, text: &str, offset: usize, message: impl Into<String>) -> Self {
+        let (l, c) = line_column(text, offset);
+        ReadError::new(file, Some(l), Some(c), message)
+    }
+
+    /// An error of `file` as a whole.
+    pub fn whole(file: &Path, message: impl Into<String>) -> Self {
+        ReadError::new(file, None, None, message)
+    }
 }
 
 impl fmt::Display for ReadError {
@@ -124,9 +136,9 @@ impl fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
-pub(crate) fn read_text(path: &Path) -> Result<String, ReadError> {
-    fs::read_to_string(path)
-        .map_err(|e| ReadError::new(path, None, None, format!("cannot read: {e}")))
+/// A file's text, or an error naming it.
+pub fn read_text(path: &Path) -> Result<String, ReadError> {
+    fs::read_to_string(path).map_err(|e| ReadError::whole(path, format!("cannot read: {e}")))
 }
 
 /// Reads a one-line cpulist file (sysfs), errors at line 1 and its column.

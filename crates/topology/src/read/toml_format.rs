@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{line_column, read_text, ReadError};
+use super::{read_text, ReadError};
 use crate::cpuset::{parse_cpulist, CpuSet};
 use crate::topology::{Shape, Siblings, Topology};
 
@@ -71,24 +71,18 @@ impl TopologySpec {
         let t = self.groups(text, file, default_name)?;
         match &self.llc_bytes {
             None => Ok(t),
-            Some(b) if *b.get_ref() == 0 => {
-                let (l, c) = line_column(text, b.span().start);
-                Err(ReadError::new(
-                    file,
-                    Some(l),
-                    Some(c),
-                    "expected llc_bytes of 1 or more, found 0",
-                ))
-            }
+            Some(b) if *b.get_ref() == 0 => Err(ReadError::at(
+                file,
+                text,
+                b.span().start,
+                "expected llc_bytes of 1 or more, found 0",
+            )),
             Some(b) => Ok(t.with_llc_bytes(*b.get_ref())),
         }
     }
 
     fn groups(&self, text: &str, file: &Path, default_name: &str) -> Result<Topology, ReadError> {
-        let at = |offset: usize, msg: String| {
-            let (l, c) = line_column(text, offset);
-            ReadError::new(file, Some(l), Some(c), msg)
-        };
+        let at = |offset: usize, msg: String| ReadError::at(file, text, offset, msg);
         let name = self
             .name
             .clone()
@@ -129,10 +123,7 @@ impl TopologySpec {
 
     /// The `[[node]]` tables' tree.
     fn tree(&self, name: &str, text: &str, file: &Path) -> Result<Topology, ReadError> {
-        let at = |offset: usize, msg: String| {
-            let (l, c) = line_column(text, offset);
-            ReadError::new(file, Some(l), Some(c), msg)
-        };
+        let at = |offset: usize, msg: String| ReadError::at(file, text, offset, msg);
         let mut cores = Vec::new();
         let mut spans = Vec::new();
         let mut llcs = Vec::new();
@@ -182,11 +173,8 @@ fn byte_of_column(s: &str, column: usize) -> usize {
 pub fn toml_error(text: &str, file: &Path, e: &toml::de::Error) -> ReadError {
     let msg = e.message().trim().to_string();
     match e.span() {
-        Some(span) => {
-            let (l, c) = line_column(text, span.start);
-            ReadError::new(file, Some(l), Some(c), msg)
-        }
-        None => ReadError::new(file, None, None, msg),
+        Some(span) => ReadError::at(file, text, span.start, msg),
+        None => ReadError::whole(file, msg),
     }
 }
 
