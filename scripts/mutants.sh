@@ -40,6 +40,7 @@ declare -A what=(
   [fork-joins-parent]="processes: a forked child joins its parent's process, as a spawned thread does"
   [on-waker-drops-rules]="OnWaker forwards neither the spawn rule nor the balancer of the policy it wraps"
   [import-circle]="structure: a room imports the CPU that imports it"
+  [behaviour-outside-cpu]="structure: a module outside cpu/ implements CpuSched"
   [balance-read-early]="scenarios: a named balance = \"on\" is read without the policy the run ends with"
   [cas-wake-never]="linux-cas-wake: select_cache_cpu() always keeps prev (no steering at wake)"
   [lb-not-brought]="waker-streak+lb: the policy does not bring Linux's balancer"

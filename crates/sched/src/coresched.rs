@@ -13,7 +13,7 @@
 //! publishes a copy of what the pick reads, an [`RqView`] (its running task
 //! and its waiting tasks: id, cookie, band, EEVDF numbers), into its core's
 //! [`CoreState`], the one lock the siblings share. The picking CPU runs the
-//! same band pick ([`pick_eevdf`]) on those copies; what it writes is the
+//! same band pick ([`pick_eevdf`](crate::fair::pick_eevdf)) on those copies; what it writes is the
 //! core-wide decision, the copies' `update_curr()`, and the siblings'
 //! reschedule flags.
 //!

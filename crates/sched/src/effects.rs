@@ -287,6 +287,15 @@ impl Counters {
         }
     }
 
+    /// Counts a kick and hands it to the host.
+    #[inline]
+    pub(crate) fn kick(&mut self, k: Option<Kick>, fx: &mut Effects) {
+        if let Some(k) = k {
+            self.count_kick(&k);
+            fx.kicks.push(k);
+        }
+    }
+
     pub(crate) fn count_kick(&mut self, k: &Kick) {
         match (k.kind, k.why) {
             (KickKind::WakeFromIdle { .. }, _) => self.wake_from_idle += 1,

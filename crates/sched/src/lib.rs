@@ -43,11 +43,14 @@
 //! Modules: [`park`] and [`doorbell`] (the protocols), [`policy`] (the
 //! seam and the built-in policies), [`balancer`] (the balancer seam;
 //! `balance` the seed's, [`linux`] Linux's), [`streak`] (the waker-streak
-//! state), [`fair`] (EEVDF), [`cpu`] (the struct, the tick and the pass),
-//! the rooms that own their state (`runqueue`, `sleepers`, `pick_state`), the CPU's
-//! behaviour by what it does (`thread`, `wake`, `pick`, `cookie`,
-//! `lifecycle`), `coresched` (the core-wide pick of core scheduling),
-//! [`shared`], [`config`], [`effects`].
+//! state), [`fair`] (EEVDF), [`cpu`] (the struct, the tick and the pass,
+//! the running thread's calls, and the one place that carries out what the
+//! rooms decide), the rooms that own the CPU's state (`runqueue`,
+//! `sleepers`, `held`, `pick_state`, side by side in `rooms`), what the CPU
+//! does with them (`wake`, `pick`, `lifecycle`, `cookie`, `moves`: steps
+//! lent what they work on, which never reach the CPU and return what only
+//! the CPU can do, `act`), `coresched` (the core-wide pick of core
+//! scheduling), [`shared`], [`config`], [`effects`].
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -57,6 +60,7 @@ extern crate alloc;
 #[macro_use]
 extern crate std;
 
+mod act;
 pub mod balance;
 pub mod balancer;
 pub mod balancers;
@@ -67,14 +71,17 @@ pub mod cpu;
 pub mod doorbell;
 pub mod effects;
 pub mod fair;
+mod held;
 pub mod invariants;
 mod lifecycle;
 pub mod linux;
+mod moves;
 pub mod park;
 pub mod pelt;
 mod pick;
 mod pick_state;
 pub mod policy;
+mod rooms;
 pub mod runqueue;
 pub mod shared;
 mod sleepers;
@@ -84,7 +91,6 @@ pub(crate) mod sync;
 pub mod task;
 #[cfg(feature = "testhost")]
 pub mod testhost;
-mod thread;
 mod wake;
 
 pub use balance::Seed;

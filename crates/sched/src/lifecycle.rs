@@ -17,98 +17,55 @@
 //!    still naming this CPU), the message waits in this CPU's own mailbox
 //!    for the next pass.
 //!
+//! The entry points (`kill`, `stop`, `cont`, `set_mask`) are the CPU's, in
+//! `thread`; this room is what the owner does (steps 2 and 3): `Held` (`held`)
+//! owns the stopped tasks, and [`Lifecycle`] acts on a task over what it is
+//! lent (the run queue, the held tasks, the sleepers) and returns what the
+//! CPU must then do ([`Act`]).
+//!
 //! Stopped, killed and masked tasks keep their own placement: a stopped one
 //! is held where it is; a killed one runs only to its exit (the host checks
 //! [`Shared::is_killed`]); a parked or held one whose mask changed is
 //! corrected when it next runs.
 
-use schedlab_topology::CpuSet;
+use schedlab_topology::{CpuId, CpuSet};
 
-use crate::balancer::Balancer;
+use crate::act::Act;
 use crate::effects::{Effects, WakeCause};
+use crate::moves::{queue, Mover};
 use crate::park::TaskState;
-use crate::policy::Policy;
+use crate::policy::PolicyState;
+use crate::rooms::Rooms;
 use crate::runqueue::Resched;
 use crate::shared::{Msg, Shared};
 use crate::task::{Task, TaskId};
-use crate::CpuSched;
 
-impl<P: Policy, B: Balancer> CpuSched<P, B> {
-    /// Kills `target`: it runs only to its exit (the host checks
-    /// [`Shared::is_killed`] before each of its steps).
-    pub fn kill(&mut self, sh: &Shared<P::TaskState>, target: TaskId, now: u64) -> Effects {
-        let old = sh.slot(target).park.kill();
-        let mut fx = Effects::default();
-        if old.state != TaskState::Dead {
-            self.send_to_owner(sh, Msg::Kill { task: target }, now, &mut fx);
-        }
-        fx
-    }
+/// Steps 2 and 3 on one CPU, over what they are lent.
+pub(crate) struct Lifecycle<'a, S> {
+    pub(crate) cpu: CpuId,
+    pub(crate) sh: &'a Shared<S>,
+    /// The run queue, the held tasks, the sleepers, the counters.
+    pub(crate) rooms: &'a mut Rooms<S>,
+}
 
-    pub fn stop(&mut self, sh: &Shared<P::TaskState>, target: TaskId, now: u64) -> Effects {
-        let mut fx = Effects::default();
-        self.send_to_owner(sh, Msg::Stop { task: target }, now, &mut fx);
-        fx
-    }
-
-    pub fn cont(&mut self, sh: &Shared<P::TaskState>, target: TaskId, now: u64) -> Effects {
-        let mut fx = Effects::default();
-        self.send_to_owner(sh, Msg::Continue { task: target }, now, &mut fx);
-        fx
-    }
-
-    /// Changes `target`'s mask; its owner corrects its place.
-    pub fn set_mask(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        target: TaskId,
-        mask: CpuSet,
-        now: u64,
-    ) -> Effects {
-        let mut fx = Effects::default();
-        self.send_to_owner(
-            sh,
-            Msg::SetMask {
-                task: target,
-                mask: alloc::boxed::Box::new(mask),
-            },
-            now,
-            &mut fx,
-        );
-        fx
-    }
-
-    /// Step 1: to the task's owner, or acted on here.
-    fn send_to_owner(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        msg: Msg<P::TaskState>,
-        now: u64,
-        fx: &mut Effects,
-    ) {
-        let task = msg.task().expect("lifecycle messages name a task");
-        let owner = sh.task_word(task).owner;
-        if owner == self.id {
-            self.handle_lifecycle(sh, msg, now, fx);
-        } else {
-            let k = sh.post(Some(self.id), owner, msg);
-            self.kick(k, fx);
+impl<S: PolicyState> Lifecycle<'_, S> {
+    fn mover(&mut self) -> Mover<'_, S> {
+        Mover {
+            cpu: self.cpu,
+            sh: self.sh,
+            counters: &mut self.rooms.counters,
         }
     }
 
     /// Step 2 (or 3, when the task is not here).
-    pub(crate) fn handle_lifecycle(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        msg: Msg<P::TaskState>,
-        now: u64,
-        fx: &mut Effects,
-    ) {
-        let Some(task) = msg.task() else { return };
-        if !self.owns(sh, task) {
-            return self.forward(sh, msg, fx);
+    pub(crate) fn handle(&mut self, msg: Msg<S>, now: u64, fx: &mut Effects) -> Option<Act> {
+        let (sh, cpu) = (self.sh, self.cpu);
+        let task = msg.task()?;
+        if !self.owns(task) {
+            forward(&mut self.mover(), msg, fx);
+            return None;
         }
-        let parked = self.parked_here(sh, task);
+        let parked = self.rooms.sleepers.parked_here(cpu, sh, task);
         match msg {
             Msg::Kill { task } => {
                 if parked {
@@ -116,23 +73,26 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                         t.killed = true;
                     }
                     // The scheduler's own wake, through delivery.
-                    self.deliver(sh, task, WakeCause::NONE, now, fx);
                     fx.resched = true;
-                } else if let Some(mut t) = self.held.remove(&task) {
+                    let cause = WakeCause::NONE;
+                    return Some(Act::Deliver { task, cause });
+                }
+                if let Some(mut t) = self.rooms.held.release(task) {
                     t.killed = true;
                     t.stopped = false;
-                    self.release(sh, t, now, fx);
-                } else if let Some(t) = self.rq.runnable_mut(task) {
+                    return self.release(t, now, fx);
+                }
+                if let Some(t) = self.rooms.rq.runnable_mut(task) {
                     t.killed = true;
                 }
             }
             Msg::Stop { task } => {
                 if let Some(mut t) = self.take_waiting(task) {
                     t.stopped = true;
-                    self.held.insert(task, t);
-                } else if self.current() == Some(task) {
-                    self.rq.current.as_mut().expect("checked").stopped = true;
-                    self.resched(Resched(task), fx);
+                    self.rooms.held.hold(t);
+                } else if self.rooms.rq.current_id() == Some(task) {
+                    self.rooms.rq.current.as_mut().expect("checked").stopped = true;
+                    return Some(Act::Resched(Resched(task)));
                 } else if parked {
                     if let Some(t) = sh.slot(task).parked.lock().as_mut() {
                         t.stopped = true;
@@ -140,107 +100,115 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 }
             }
             Msg::Continue { task } => {
-                if let Some(mut t) = self.held.remove(&task) {
+                if let Some(mut t) = self.rooms.held.release(task) {
                     t.stopped = false;
-                    self.release(sh, t, now, fx);
-                } else if parked {
+                    return self.release(t, now, fx);
+                }
+                if parked {
                     if let Some(t) = sh.slot(task).parked.lock().as_mut() {
                         t.stopped = false;
                     }
-                } else if let Some(t) = self.rq.runnable_mut(task) {
+                } else if let Some(t) = self.rooms.rq.runnable_mut(task) {
                     t.stopped = false;
                 }
             }
-            Msg::SetMask { task, mask } => self.set_mask_here(sh, task, *mask, parked, now, fx),
+            Msg::SetMask { task, mask } => return self.set_mask(task, *mask, parked, now, fx),
             Msg::Wake { .. } | Msg::Adopt { .. } | Msg::StealRequest { .. } | Msg::Balance(_) => {
                 unreachable!("not a lifecycle message")
             }
         }
+        None
+    }
+
+    /// Whether this CPU holds `task` (running, queued, held, or parked with
+    /// its entity still in its slot).
+    pub(crate) fn owns(&self, task: TaskId) -> bool {
+        self.rooms.rq.runnable().any(|t| t.id == task)
+            || self.rooms.held.get(task).is_some()
+            || self.rooms.sleepers.parked_here(self.cpu, self.sh, task)
     }
 
     /// A `SetMask` for a task this CPU holds (`parked`: parked here).
-    fn set_mask_here(
+    fn set_mask(
         &mut self,
-        sh: &Shared<P::TaskState>,
         task: TaskId,
         mask: CpuSet,
         parked: bool,
         now: u64,
         fx: &mut Effects,
-    ) {
-        let mask = mask & *sh.topology().cpus();
+    ) -> Option<Act> {
+        let mask = mask & *self.sh.topology().cpus();
         if mask.is_empty() {
-            return;
+            return None;
         }
-        let here = mask.contains(self.id);
+        let here = mask.contains(self.cpu);
         if parked {
             // Corrected at its next wake.
-            if let Some(t) = sh.slot(task).parked.lock().as_mut() {
+            if let Some(t) = self.sh.slot(task).parked.lock().as_mut() {
                 t.mask = mask;
             }
-        } else if let Some(t) = self.held.get_mut(&task) {
+        } else if let Some(t) = self.rooms.held.get_mut(task) {
             // Corrected at its continue.
             t.mask = mask;
-        } else if self.current() == Some(task) {
-            self.rq.current.as_mut().expect("checked").mask = mask;
+        } else if self.rooms.rq.current_id() == Some(task) {
+            self.rooms.rq.current.as_mut().expect("checked").mask = mask;
             if !here {
-                self.resched(Resched(task), fx);
+                return Some(Act::Resched(Resched(task)));
             }
         } else if let Some(mut t) = self.take_waiting(task) {
             t.mask = mask;
-            if here {
-                self.rq.put_back(t);
-            } else {
-                self.relocate(sh, t, TaskState::Queued, self.id, now, fx);
+            if !here {
+                let around = self.cpu;
+                self.mover().relocate(t, TaskState::Queued, around, now, fx);
+                return None;
             }
+            self.rooms.rq.put_back(t);
         }
+        None
     }
 
     /// A queued task taken out of the queue (its lag recorded).
-    fn take_waiting(&mut self, task: TaskId) -> Option<Task<P::TaskState>> {
-        if self.rq.waits(task) {
-            self.rq.take_queued(task)
+    fn take_waiting(&mut self, task: TaskId) -> Option<Task<S>> {
+        if self.rooms.rq.waits(task) {
+            self.rooms.rq.take_queued(task)
         } else {
             None
         }
     }
 
     /// A held task runs again: here, or inside a mask changed meanwhile.
-    fn release(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        t: Task<P::TaskState>,
-        now: u64,
-        fx: &mut Effects,
-    ) {
-        if t.mask.contains(self.id) {
-            self.enqueue(sh, t, now, false, fx);
-        } else {
-            self.relocate(sh, t, TaskState::Queued, self.id, now, fx);
+    fn release(&mut self, task: Task<S>, now: u64, fx: &mut Effects) -> Option<Act> {
+        if task.mask.contains(self.cpu) {
+            return queue(
+                self.cpu,
+                &mut self.rooms.rq,
+                &mut self.rooms.held,
+                task,
+                now,
+                false,
+            );
         }
+        let around = self.cpu;
+        self.mover()
+            .relocate(task, TaskState::Queued, around, now, fx);
+        None
     }
+}
 
-    /// Step 3: a message for a task that is not here goes to its owner now.
-    pub(crate) fn forward(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        msg: Msg<P::TaskState>,
-        fx: &mut Effects,
-    ) {
-        let Some(task) = msg.task() else { return };
-        let w = sh.task_word(task);
-        if w.state == TaskState::Dead {
-            return;
-        }
-        if w.owner == self.id {
-            if w.state == TaskState::Waking {
-                // A waker is placing it: try again at the next pass.
-                let k = sh.post(Some(self.id), self.id, msg);
-                self.kick(k, fx);
-            }
-            return;
-        }
-        let k = sh.post(Some(self.id), w.owner, msg);
-        self.kick(k, fx);
+/// Step 3: a message for a task that is not on the mover's CPU goes to its
+/// owner now.
+pub(crate) fn forward<S: PolicyState>(mover: &mut Mover<'_, S>, msg: Msg<S>, fx: &mut Effects) {
+    let Some(task) = msg.task() else { return };
+    let w = mover.sh.task_word(task);
+    if w.state == TaskState::Dead {
+        return;
     }
+    if w.owner == mover.cpu {
+        if w.state == TaskState::Waking {
+            // A waker is placing it: try again at the next pass.
+            mover.post(mover.cpu, msg, fx);
+        }
+        return;
+    }
+    mover.post(w.owner, msg, fx);
 }

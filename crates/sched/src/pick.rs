@@ -2,17 +2,28 @@
 //! competing), or, under core scheduling, the core-wide pick whose protocol
 //! is in `coresched`; and running what the pick chose
 //! (`put_prev_set_next_task()`).
+//!
+//! A room: [`Picking`] is lent the run queue, the pick's own state
+//! ([`PickState`]), the held tasks, the counters and the balancer (which
+//! accounts a task's run as it leaves the CPU), and returns what it chose.
+//! A running task that must leave (out of its mask, or pushed by the
+//! stopper) is handed on through the doors (`moves`).
 
 use alloc::vec::Vec;
 
+use schedlab_topology::CpuId;
+
 use crate::balancer::Balancer;
 use crate::coresched::{CorePick, CoreState, RqView, View};
-use crate::effects::Effects;
+use crate::effects::{Effects, PlaceReason};
+use crate::moves::{Move, Mover};
 use crate::park::TaskState;
-use crate::policy::Policy;
+use crate::pick_state::PickState;
+use crate::policy::PolicyState;
+use crate::rooms::Rooms;
+use crate::runqueue::RunQueue;
 use crate::shared::Shared;
 use crate::task::{pick_task, Pickable, Task, TaskId};
-use crate::CpuSched;
 
 /// What a pick chose.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -24,84 +35,81 @@ pub(crate) enum Next {
     Idle,
 }
 
-impl<P: Policy, B: Balancer> CpuSched<P, B> {
+/// The pick on one CPU, over what it is lent.
+pub(crate) struct Picking<'a, S, B> {
+    pub(crate) cpu: CpuId,
+    pub(crate) sh: &'a Shared<S>,
+    pub(crate) balancer: &'a mut B,
+    /// The run queue, the pick's state, the held tasks, the counters.
+    pub(crate) rooms: &'a mut Rooms<S>,
+}
+
+impl<S: PolicyState, B: Balancer> Picking<'_, S, B> {
     /// Picks what runs next; the running task competes. `None`: idle.
-    pub(crate) fn schedule(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        now: u64,
-        fx: &mut Effects,
-    ) -> Option<TaskId> {
-        let resched = core::mem::take(&mut self.pick.need_resched);
-        self.rq.update_curr(now);
+    pub(crate) fn schedule(&mut self, now: u64, fx: &mut Effects) -> Option<TaskId> {
+        let resched = core::mem::take(&mut self.rooms.pick.need_resched);
+        self.rooms.rq.update_curr(now);
+        let current = self.rooms.rq.current_id();
         if self
+            .rooms
             .pick
             .pushing
-            .is_some_and(|(id, _)| self.current() != Some(id))
+            .is_some_and(|(id, _)| current != Some(id))
         {
-            self.pick.pushing = None;
+            self.rooms.pick.pushing = None;
         }
-        let runnable = self.running().is_some();
+        let runnable = running(self.cpu, &self.rooms.pick, &self.rooms.rq).is_some();
         if runnable && !resched {
-            return self.current();
+            return current;
         }
-        let next = if self.pick.core_sched {
-            self.core_pick(sh, now, fx)
+        let next = if self.rooms.pick.core_sched {
+            self.core_pick(now, fx)
         } else {
             let p = pick_task(
-                self.running(),
-                self.rq.fair.iter(),
-                self.rq.rt.first(),
-                &self.rq.cfg,
-                self.rq.zero_v,
+                running(self.cpu, &self.rooms.pick, &self.rooms.rq),
+                self.rooms.rq.fair.iter(),
+                self.rooms.rq.rt.first(),
+                &self.rooms.rq.cfg,
+                self.rooms.rq.zero_v,
             );
             match p {
-                Some(t) if Some(t.id) == self.current() => Next::Again,
+                Some(t) if Some(t.id) == current => Next::Again,
                 Some(t) => Next::Take(t.id),
                 None => Next::Idle,
             }
         };
-        self.run_pick(sh, next, now, fx)
-    }
-
-    /// The running task, when it may go on running here (not stopped, in
-    /// its mask).
-    fn running(&self) -> Option<&Task<P::TaskState>> {
-        let pushed = self.pick.pushing.map(|(id, _)| id);
-        self.rq
-            .current
-            .as_ref()
-            .filter(|c| !c.stopped && c.mask.contains(self.id) && Some(c.id) != pushed)
+        self.run_pick(next, now, fx)
     }
 
     /// The core-wide pick (the protocol is in `coresched`): the pick a
     /// sibling's selection left here, else the local pick when no cookie
     /// is in play, else a selection; siblings it reschedules are kicked.
-    fn core_pick(&mut self, sh: &Shared<P::TaskState>, now: u64, fx: &mut Effects) -> Next {
-        let cfg = self.rq.cfg;
+    fn core_pick(&mut self, now: u64, fx: &mut Effects) -> Next {
+        let (cpu, cfg) = (self.cpu, self.rooms.rq.cfg);
         let (pick, resched) = {
-            let mut core = sh.core(self.id).lock();
-            self.publish_view(&mut core);
+            let mut core = self.sh.core(cpu).lock();
+            publish_view(cpu, &self.rooms.pick, &mut self.rooms.rq, &mut core);
             let mut pick = core
-                .take_pick(self.id, &mut self.pick.sched_seq)
+                .take_pick(cpu, &mut self.rooms.pick.sched_seq)
                 .filter(|p| self.can_run(*p));
             if pick.is_none() && !core.need_sync() {
-                pick = core.local_pick(self.id, &cfg);
+                pick = core.local_pick(cpu, &cfg);
             }
             match pick {
                 Some(p) => (p, Vec::new()),
                 None => {
-                    let s = core.select(self.id, now, &cfg, &mut self.pick.sched_seq);
+                    let s = core.select(cpu, now, &cfg, &mut self.rooms.pick.sched_seq);
                     (s.mine, s.resched)
                 }
             }
         };
-        for cpu in resched {
-            let k = sh.resched_remote(cpu);
-            self.kick(k, fx);
+        for sib in resched {
+            let k = self.sh.resched_remote(sib);
+            self.rooms.counters.kick(k, fx);
         }
+        let running = running(cpu, &self.rooms.pick, &self.rooms.rq).map(|c| c.id);
         match pick {
-            CorePick::Task(id) if self.running().is_some_and(|c| c.id == id) => Next::Again,
+            CorePick::Task(id) if running == Some(id) => Next::Again,
             CorePick::Task(id) => Next::Take(id),
             CorePick::Idle => Next::Idle,
         }
@@ -110,110 +118,144 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// Whether a pick a sibling's selection left here can still be run.
     fn can_run(&self, p: CorePick) -> bool {
         match p {
-            CorePick::Task(id) => self.running().is_some_and(|c| c.id == id) || self.rq.waits(id),
+            CorePick::Task(id) => {
+                running(self.cpu, &self.rooms.pick, &self.rooms.rq).is_some_and(|c| c.id == id)
+                    || self.rooms.rq.waits(id)
+            }
             CorePick::Idle => true,
         }
     }
 
     /// Runs what the pick chose (`put_prev_set_next_task()`): the running
     /// task again, another task, or nothing.
-    fn run_pick(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        next: Next,
-        now: u64,
-        fx: &mut Effects,
-    ) -> Option<TaskId> {
+    fn run_pick(&mut self, next: Next, now: u64, fx: &mut Effects) -> Option<TaskId> {
         let next = match next {
             Next::Again => {
                 // A re-pick: Linux renews nothing, so an expired vprot stays
                 // expired; the seed-004 fix renews it.
-                if self.rq.cfg.protect_on_repick {
-                    self.rq.renew_protection();
+                if self.rooms.rq.cfg.protect_on_repick {
+                    self.rooms.rq.renew_protection();
                 }
-                return self.current();
+                return self.rooms.rq.current_id();
             }
-            Next::Take(id) => Some(self.rq.take_waiting(id)),
+            Next::Take(id) => Some(self.rooms.rq.take_waiting(id)),
             Next::Idle => None,
         };
         // Switching (`put_prev_entity()`, `set_next_entity()` update the
         // signals first): the previous task goes back (or away).
-        self.rq.sync_pelt();
-        if let Some(mut prev) = self.rq.current.take() {
-            prev.last_ran = now;
-            self.balancer.ran(self.id, sh.topology(), &mut prev, now);
-            let push = self.pick.pushing.take();
-            sh.slot(prev.id)
-                .park
-                .set(TaskState::Running, TaskState::Queued);
-            if prev.stopped {
-                self.rq.dirty = true;
-                self.held.insert(prev.id, prev);
-            } else if !prev.mask.contains(self.id) {
-                self.rq.dirty = true;
-                self.rq.dequeue_lag(&mut prev);
-                self.relocate(sh, prev, TaskState::Queued, self.id, now, fx);
-            } else if let Some((_, dst)) = push.filter(|(id, _)| *id == prev.id) {
-                // The stopper's `active_load_balance_cpu_stop()`.
-                self.rq.dirty = true;
-                self.rq.dequeue_lag(&mut prev);
-                self.send(
-                    sh,
-                    prev,
-                    dst,
-                    crate::effects::PlaceReason::Balance,
-                    TaskState::Queued,
-                    fx,
-                );
-            } else {
-                self.rq.put_back(prev);
-            }
+        self.rooms.rq.sync_pelt();
+        if let Some(prev) = self.rooms.rq.current.take() {
+            self.put_prev(prev, now, fx);
         }
         let mut next = next?;
-        self.rq.sync_task(&mut next, true, false);
-        sh.slot(next.id)
+        self.rooms.rq.sync_task(&mut next, true, false);
+        self.sh
+            .slot(next.id)
             .park
             .set(TaskState::Queued, TaskState::Running);
         next.fair.exec_start = now;
         next.fair.prev_sum_exec = next.fair.sum_exec;
         // A fresh pick arms protection, a sibling's selection included: its
         // install ends in `put_prev_set_next_task()` too.
-        self.rq.arm_protection(&mut next);
+        self.rooms.rq.arm_protection(&mut next);
         let id = next.id;
-        self.rq.current = Some(next);
+        self.rooms.rq.current = Some(next);
         Some(id)
     }
 
-    /// Publishes this CPU's run queue to its core (core scheduling only),
-    /// telling it first when the runnable set changed; returns how many
-    /// siblings the core's last selection forced idle.
-    pub(crate) fn publish_core(&mut self, sh: &Shared<P::TaskState>) -> u32 {
-        if !self.pick.core_sched {
-            return 0;
-        }
-        let mut core = sh.core(self.id).lock();
-        self.publish_view(&mut core);
-        core.forceidle
-    }
-
-    fn publish_view(&mut self, core: &mut CoreState) {
-        if core::mem::take(&mut self.rq.dirty) {
-            core.task_seq += 1;
-        }
-        let view = |t: &Task<P::TaskState>| View {
-            id: t.id,
-            cookie: t.cookie,
-            class: t.class(),
-            fair: t.fair,
+    /// The task that ran goes back to the queue, or is held (stopped), or
+    /// leaves: relocated (out of its mask) or pushed (the stopper's
+    /// `active_load_balance_cpu_stop()`).
+    fn put_prev(&mut self, mut prev: Task<S>, now: u64, fx: &mut Effects) {
+        prev.last_ran = now;
+        self.balancer
+            .ran(self.cpu, self.sh.topology(), &mut prev, now);
+        let push = self.rooms.pick.pushing.take();
+        self.sh
+            .slot(prev.id)
+            .park
+            .set(TaskState::Running, TaskState::Queued);
+        let mut mover = Mover {
+            cpu: self.cpu,
+            sh: self.sh,
+            counters: &mut self.rooms.counters,
         };
-        let running = self.running().map(view);
-        let curr = self.current();
-        let v: &mut RqView = &mut core.sib(self.id).view;
-        v.curr = curr;
-        v.running = running;
-        v.zero_v = self.rq.zero_v;
-        v.waiting.clear();
-        v.waiting
-            .extend(self.rq.fair.iter().chain(self.rq.rt.iter()).map(view));
+        if prev.stopped {
+            self.rooms.rq.dirty = true;
+            self.rooms.held.hold(prev);
+        } else if !prev.mask.contains(self.cpu) {
+            self.rooms.rq.dirty = true;
+            self.rooms.rq.dequeue_lag(&mut prev);
+            mover.relocate(prev, TaskState::Queued, self.cpu, now, fx);
+        } else if let Some((_, to)) = push.filter(|(id, _)| *id == prev.id) {
+            self.rooms.rq.dirty = true;
+            self.rooms.rq.dequeue_lag(&mut prev);
+            let mv = Move {
+                origin: self.cpu,
+                to,
+                reason: PlaceReason::Balance,
+                from: TaskState::Queued,
+            };
+            mover.hand(prev, mv, fx);
+        } else {
+            self.rooms.rq.put_back(prev);
+        }
     }
+}
+
+/// The running task on `cpu`, when it may go on running there (not
+/// stopped, in its mask, not being pushed).
+pub(crate) fn running<'r, S>(
+    cpu: CpuId,
+    pick: &PickState,
+    rq: &'r RunQueue<S>,
+) -> Option<&'r Task<S>> {
+    let pushed = pick.pushing.map(|(id, _)| id);
+    rq.current
+        .as_ref()
+        .filter(|c| !c.stopped && c.mask.contains(cpu) && Some(c.id) != pushed)
+}
+
+/// Publishes `cpu`'s run queue to its core (core scheduling only), telling
+/// it first when the runnable set changed; returns how many siblings the
+/// core's last selection forced idle.
+#[inline]
+pub(crate) fn publish_core<S: PolicyState>(
+    cpu: CpuId,
+    sh: &Shared<S>,
+    pick: &PickState,
+    rq: &mut RunQueue<S>,
+) -> u32 {
+    if !pick.core_sched {
+        return 0;
+    }
+    let mut core = sh.core(cpu).lock();
+    publish_view(cpu, pick, rq, &mut core);
+    core.forceidle
+}
+
+fn publish_view<S: PolicyState>(
+    cpu: CpuId,
+    pick: &PickState,
+    rq: &mut RunQueue<S>,
+    core: &mut CoreState,
+) {
+    if core::mem::take(&mut rq.dirty) {
+        core.task_seq += 1;
+    }
+    let view = |t: &Task<S>| View {
+        id: t.id,
+        cookie: t.cookie,
+        class: t.class(),
+        fair: t.fair,
+    };
+    let running = running(cpu, pick, rq).map(view);
+    let curr = rq.current_id();
+    let v: &mut RqView = &mut core.sib(cpu).view;
+    v.curr = curr;
+    v.running = running;
+    v.zero_v = rq.zero_v;
+    v.waiting.clear();
+    v.waiting
+        .extend(rq.fair.iter().chain(rq.rt.iter()).map(view));
 }

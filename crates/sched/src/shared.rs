@@ -348,6 +348,7 @@ impl<S: PolicyState> Shared<S> {
     /// Pushes `msg` into `to`'s mailbox, then rings its doorbell. A kick is
     /// returned when one must be sent; never for a CPU posting to itself
     /// (it drains its own mailbox before it sleeps).
+    #[inline]
     pub(crate) fn post(&self, from: Option<CpuId>, to: CpuId, msg: Msg<S>) -> Option<Kick> {
         self.mailboxes[to.index()].lock().push_back(msg);
         if from == Some(to) {

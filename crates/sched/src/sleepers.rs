@@ -5,6 +5,10 @@
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
+use schedlab_topology::CpuId;
+
+use crate::policy::PolicyState;
+use crate::shared::Shared;
 use crate::task::TaskId;
 
 /// The tasks that parked on one CPU (each one's entity waits in its task
@@ -63,6 +67,17 @@ impl Sleepers {
     #[inline]
     pub(crate) fn iter(&self) -> core::slice::Iter<'_, TaskId> {
         self.parked.iter()
+    }
+
+    /// Whether `id` parked on `cpu` (these are its sleepers) and its entity
+    /// still waits in its slot.
+    pub(crate) fn parked_here<S: PolicyState>(
+        &self,
+        cpu: CpuId,
+        sh: &Shared<S>,
+        id: TaskId,
+    ) -> bool {
+        self.holds(id) && sh.task_word(id).owner == cpu && sh.slot(id).parked.lock().is_some()
     }
 }
 

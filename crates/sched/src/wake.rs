@@ -1,12 +1,18 @@
 //! The wake path, whole: attribution, delivery, the deciding CPU's half,
-//! adoption. Every wake goes through [`CpuSched::deliver`], the one caller
+//! adoption. Every wake goes through [`Waking::deliver`], the one caller
 //! of the park word's `deliver`: a thread's wake, an exit's join wakes, a
 //! fired deadline, a kill.
+//!
+//! The protocol is a room: [`Waking`] is lent what it reads and changes
+//! (the sleepers, the run queue, the held tasks, the policy, the counters,
+//! the balancer's LLC figures), moves tasks through the doors (`moves`),
+//! and returns what only the CPU can do ([`Act`]); it never reaches the
+//! CPU.
 //!
 //! ## The protocol
 //!
 //! 1. **Attribution** (the posting CPU). A wake names the CPU of the thread
-//!    that posts it ([`CpuSched::waker`]), read with the post so that a
+//!    that posts it ([`CpuSched::waker`](crate::CpuSched::waker)), read with the post so that a
 //!    migration in between cannot name the previous CPU. It names none
 //!    inside a device interrupt, when the scheduler posts it (a deadline, a
 //!    kill), or when the thread has begun leaving its process (a dying
@@ -29,7 +35,7 @@
 //!      `try_to_wake_up()` waits for `p->on_cpu` to clear) and decides on
 //!      the spot: one message to the target, or a local enqueue when the
 //!      target is this CPU (`ttwu_queue_wakelist()` or `ttwu_do_activate()`).
-//! 4. **The deciding CPU's half** ([`CpuSched::take_in`]): refresh
+//! 4. **The deciding CPU's half** ([`Waking::take_in`]): refresh
 //!    affinity (a task whose mask no longer names the CPU it parked on is
 //!    relocated, never placed outside its mask); let the policy count the
 //!    wake ([`Policy::wake_parked`]); ask it where the task goes (not for a
@@ -47,33 +53,56 @@
 
 use schedlab_topology::CpuId;
 
+use crate::act::Act;
 use crate::balancer::Balancer;
 use crate::effects::{Effects, PlaceReason, Trace, WakeCause};
+use crate::lifecycle::forward;
+use crate::moves::{queue, Move, Mover};
 use crate::park::{Delivery, TaskState};
-use crate::policy::{nearest_in_mask, Decides, Decision, Policy, PolicyState, Wake};
+use crate::policy::{Decides, Decision, Policy, PolicyState, Wake};
+use crate::rooms::Rooms;
 use crate::shared::{Msg, Shared};
 use crate::sync::spin_wait;
 use crate::task::{Task, TaskId};
-use crate::CpuSched;
 
-impl<P: Policy, B: Balancer> CpuSched<P, B> {
-    /// Steps 2 and 3 for a wake posted on this CPU.
+/// The wake protocol on one CPU, over what it is lent for one step.
+pub(crate) struct Waking<'a, P: Policy, B> {
+    pub(crate) cpu: CpuId,
+    pub(crate) sh: &'a Shared<P::TaskState>,
+    pub(crate) policy: &'a mut P,
+    /// Its LLC figures are the policy's view of the machine.
+    pub(crate) balancer: &'a B,
+    /// The sleepers, the run queue, the held tasks, the counters.
+    pub(crate) rooms: &'a mut Rooms<P::TaskState>,
+}
+
+impl<P: Policy, B: Balancer> Waking<'_, P, B> {
+    fn mover(&mut self) -> Mover<'_, P::TaskState> {
+        Mover {
+            cpu: self.cpu,
+            sh: self.sh,
+            counters: &mut self.rooms.counters,
+        }
+    }
+
+    /// Steps 2 and 3 for a wake posted on this CPU (the running thread's
+    /// policy state is the waker's, when the wake names one).
     pub(crate) fn deliver(
         &mut self,
-        sh: &Shared<P::TaskState>,
         task: TaskId,
         cause: WakeCause,
         now: u64,
         fx: &mut Effects,
-    ) {
+    ) -> Option<Act> {
+        let sh = self.sh;
         let flag_llc = cause
             .waker
             .filter(|_| self.policy.counts_flags())
             .map(|w| sh.topology().llc_id(w).index() as u16);
         let delivery = sh.deliver_from(task, flag_llc);
-        let m = sh.machine(self.id, now).with_llcs(&self.balancer);
+        let m = sh.machine(self.cpu, now).with_llcs(self.balancer);
         let waker_state = match cause.waker {
-            Some(_) => self.rq.current.as_mut().map(|t| &mut t.policy),
+            Some(_) => self.rooms.rq.current.as_mut().map(|t| &mut t.policy),
             None => None,
         };
         self.policy.wake_posted(&m, waker_state, task, delivery);
@@ -83,74 +112,76 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             delivery,
         });
         match delivery {
-            Delivery::Flagged => self.counters.wakes_flagged += 1,
+            Delivery::Flagged => self.rooms.counters.wakes_flagged += 1,
             Delivery::Post { owner } if P::DECIDES == Decides::Waker => {
                 let t = take_parked(sh, task);
-                self.take_in(sh, t, owner, cause, now, fx);
+                return self.take_in(t, owner, cause, now, fx);
             }
             Delivery::Post { owner } => {
-                let k = sh.post(Some(self.id), owner, Msg::Wake { task, cause });
                 // A wake for a task parked here waits in this CPU's own
                 // mailbox: the host must run a pass.
-                if owner == self.id {
+                if owner == self.cpu {
                     fx.resched = true;
                 }
-                self.kick(k, fx);
+                self.mover().post(owner, Msg::Wake { task, cause }, fx);
             }
             Delivery::Coalesced | Delivery::Dead => {}
         }
+        None
     }
 
     /// The owner drains a `Wake` (a policy that decides on the owner).
     pub(crate) fn handle_wake(
         &mut self,
-        sh: &Shared<P::TaskState>,
         id: TaskId,
         cause: WakeCause,
         now: u64,
         fx: &mut Effects,
-    ) {
+    ) -> Option<Act> {
         let task = self
+            .rooms
             .sleepers
             .unpark(id)
-            .then(|| sh.slot(id).parked.lock().take())
+            .then(|| self.sh.slot(id).parked.lock().take())
             .flatten();
         let Some(task) = task else {
             debug_assert!(
                 false,
                 "{:?}: a Wake for {id:?}, which it does not hold parked",
-                self.id
+                self.cpu
             );
-            return self.forward(sh, Msg::Wake { task: id, cause }, fx);
+            forward(&mut self.mover(), Msg::Wake { task: id, cause }, fx);
+            return None;
         };
-        self.take_in(sh, task, self.id, cause, now, fx);
+        self.take_in(task, self.cpu, cause, now, fx)
     }
 
     /// Step 4: the deciding CPU's half of a parked wake. `prev` is the CPU
     /// the task parked on (this CPU when the owner decides).
     pub(crate) fn take_in(
         &mut self,
-        sh: &Shared<P::TaskState>,
         mut task: Task<P::TaskState>,
         prev: CpuId,
         cause: WakeCause,
         now: u64,
         fx: &mut Effects,
-    ) {
-        let id = task.id;
+    ) -> Option<Act> {
+        let (sh, id) = (self.sh, task.id);
         if let Some(d) = task.sleep_deadline.take() {
-            if prev == self.id {
-                self.sleepers.cancel(d, id);
+            if prev == self.cpu {
+                self.rooms.sleepers.cancel(d, id);
             }
             // Else the owner's heap keeps a stale entry, which it skips
             // when it fires (the slot no longer holds the task).
         }
-        self.counters.wakes_parked += 1;
+        self.rooms.counters.wakes_parked += 1;
         if !task.mask.contains(prev) {
-            return self.relocate(sh, task, TaskState::Waking, prev, now, fx);
+            self.mover()
+                .relocate(task, TaskState::Waking, prev, now, fx);
+            return None;
         }
-        let prev_busy = if prev == self.id {
-            self.rq.current.is_some() || self.queued() > 0
+        let prev_busy = if prev == self.cpu {
+            self.rooms.rq.current.is_some() || self.rooms.rq.queued() > 0
         } else {
             sh.load(prev) > 0
         };
@@ -160,10 +191,10 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             prev_busy,
             cause,
         };
-        let m = sh.machine(self.id, now).with_llcs(&self.balancer);
+        let m = sh.machine(self.cpu, now).with_llcs(self.balancer);
         self.policy.wake_parked(&m, &wake, &mut task.policy);
         if cause.waker.is_some() {
-            self.counters.wakes_counted += 1;
+            self.rooms.counters.wakes_counted += 1;
             fx.trace.push(Trace::Counted {
                 task: id,
                 bits: task.policy.bits(),
@@ -178,132 +209,99 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         } else {
             self.policy.place(&m, &wake, &mut task)
         };
-        let (cpu, reason) = match decision {
+        let (to, reason) = match decision {
             Decision::Stay => (prev, PlaceReason::Home),
             Decision::Send(cpu, reason) => (cpu, reason),
         };
-        if cpu != self.id {
+        if to != self.cpu {
             // A policy may name prev itself, with its reason: no move.
-            return self.hand_to(sh, task, prev, cpu, reason, TaskState::Waking, fx);
+            let from = TaskState::Waking;
+            let mv = Move {
+                origin: prev,
+                to,
+                reason,
+                from,
+            };
+            self.mover().hand(task, mv, fx);
+            return None;
         }
-        if cpu != prev {
-            self.counters.count_move(reason);
+        self.keep(task, prev, reason, now, fx)
+    }
+
+    /// The waking task stays on this CPU, the one that decided (a move when
+    /// it parked elsewhere).
+    fn keep(
+        &mut self,
+        task: Task<P::TaskState>,
+        prev: CpuId,
+        reason: PlaceReason,
+        now: u64,
+        fx: &mut Effects,
+    ) -> Option<Act> {
+        if self.cpu != prev {
+            self.rooms.counters.count_move(reason);
         }
-        sh.slot(id)
-            .park
-            .set_owned(TaskState::Waking, TaskState::Queued, self.id);
+        (self.sh.slot(task.id).park).set_owned(TaskState::Waking, TaskState::Queued, self.cpu);
         fx.trace.push(Trace::Place {
-            task: id,
+            task: task.id,
             from: prev,
-            cpu: self.id,
+            cpu: self.cpu,
             reason,
         });
-        self.enqueue(sh, task, now, false, fx);
+        queue(
+            self.cpu,
+            &mut self.rooms.rq,
+            &mut self.rooms.held,
+            task,
+            now,
+            false,
+        )
     }
 
     /// Step 5: a task sent here.
     pub(crate) fn adopt(
         &mut self,
-        sh: &Shared<P::TaskState>,
         task: Task<P::TaskState>,
         reason: PlaceReason,
         now: u64,
         fx: &mut Effects,
-    ) {
-        if !task.mask.contains(self.id) {
+    ) -> Option<Act> {
+        if !task.mask.contains(self.cpu) {
             // The mask changed in flight: the adopter corrects it.
-            return self.relocate(sh, task, TaskState::Moving, self.id, now, fx);
+            let around = self.cpu;
+            self.mover()
+                .relocate(task, TaskState::Moving, around, now, fx);
+            return None;
         }
-        sh.slot(task.id)
-            .park
-            .set(TaskState::Moving, TaskState::Queued);
+        (self.sh.slot(task.id).park).set(TaskState::Moving, TaskState::Queued);
         let initial = reason == PlaceReason::Spawn;
-        self.enqueue(sh, task, now, initial, fx);
+        queue(
+            self.cpu,
+            &mut self.rooms.rq,
+            &mut self.rooms.held,
+            task,
+            now,
+            initial,
+        )
     }
 
-    /// Hands `task` to `cpu` (`from` is its park state now): a move.
-    pub(crate) fn send(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        task: Task<P::TaskState>,
-        cpu: CpuId,
-        reason: PlaceReason,
-        from: TaskState,
-        fx: &mut Effects,
-    ) {
-        self.hand_to(sh, task, self.id, cpu, reason, from, fx);
-    }
-
-    /// Hands `task`, which was last on `origin`, to `cpu`: a move unless
-    /// `cpu` is `origin` (a waker sending a task back to the CPU it parked
-    /// on does not move it).
-    #[allow(clippy::too_many_arguments)]
-    fn hand_to(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        task: Task<P::TaskState>,
-        origin: CpuId,
-        cpu: CpuId,
-        reason: PlaceReason,
-        from: TaskState,
-        fx: &mut Effects,
-    ) {
-        debug_assert!(
-            task.mask.contains(cpu),
-            "{reason:?} would place {:?} outside its mask",
-            task.id
-        );
-        sh.slot(task.id).park.send(from, cpu);
-        if cpu != origin {
-            self.counters.count_move(reason);
-        }
-        fx.trace.push(Trace::Place {
-            task: task.id,
-            from: origin,
-            cpu,
-            reason,
-        });
-        let k = sh.post(Some(self.id), cpu, Msg::Adopt { task, reason });
-        self.kick(k, fx);
-    }
-
-    /// Sends a task whose mask no longer names the CPU it was on to the
-    /// nearest CPU around `around` that it names.
-    pub(crate) fn relocate(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        task: Task<P::TaskState>,
-        from: TaskState,
-        around: CpuId,
-        now: u64,
-        fx: &mut Effects,
-    ) {
-        let m = sh.machine(self.id, now);
-        let cpu = nearest_in_mask(&m, around, &task.mask).expect("masks are never empty");
-        self.hand_to(sh, task, around, cpu, PlaceReason::Affinity, from, fx);
-    }
-
-    /// Fires due deadlines: a wake with no waker, through delivery, for a
-    /// task still parked here with that deadline.
-    pub(crate) fn fire_deadlines(&mut self, sh: &Shared<P::TaskState>, now: u64, fx: &mut Effects) {
-        while let Some((t, id)) = self.sleepers.pop_due(now) {
-            if !self.sleepers.holds(id) || sh.task_word(id).owner != self.id {
+    /// The next due deadline of a task still parked here with that
+    /// deadline, taken (its wake has no waker, and goes through delivery).
+    pub(crate) fn next_due(&mut self, now: u64) -> Option<TaskId> {
+        while let Some((t, id)) = self.rooms.sleepers.pop_due(now) {
+            if !self.rooms.sleepers.holds(id) || self.sh.task_word(id).owner != self.cpu {
                 continue;
             }
-            let due = {
-                let mut slot = sh.slot(id).parked.lock();
-                match slot.as_mut() {
-                    Some(task) if task.sleep_deadline == Some(t) => {
-                        task.sleep_deadline = None;
-                        true
-                    }
-                    _ => false,
+            let mut slot = self.sh.slot(id).parked.lock();
+            match slot.as_mut() {
+                Some(task) if task.sleep_deadline == Some(t) => {
+                    task.sleep_deadline = None;
+                    return Some(id);
                 }
-            };
-            if due {
-                self.deliver(sh, id, WakeCause::NONE, now, fx);
+                _ => {}
             }
         }
+        None
     }
 }
 

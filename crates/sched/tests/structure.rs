@@ -191,3 +191,58 @@ fn the_path_reader_sees_groups_and_skips_longer_names() {
         "expected `super::super::` read once, from its start"
     );
 }
+
+/// The CPU's rooms (the modules `cpu` imports, outside `cpu` itself) never
+/// name the CPU: each is lent the fields it works on and returns what the
+/// CPU must do, so none can call back into the CPU that holds it. Only
+/// `cpu` and its own files (`cpu::carry`, `cpu::thread`) implement
+/// `CpuSched`.
+#[test]
+fn no_room_of_the_cpu_names_the_cpu() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mods = modules(&src);
+    let edges = imports(&mods);
+    let is_cpu = |m: &str| m == "cpu" || m.starts_with("cpu::");
+    let rooms: BTreeSet<&String> = edges
+        .iter()
+        .filter(|(m, _)| is_cpu(m))
+        .flat_map(|(_, to)| to)
+        .filter(|t| !is_cpu(t))
+        .collect();
+    for expected in [
+        "wake",
+        "pick",
+        "lifecycle",
+        "cookie",
+        "runqueue",
+        "sleepers",
+        "pick_state",
+    ] {
+        assert!(
+            rooms.iter().any(|r| r.as_str() == expected),
+            "expected the CPU to import its room `{expected}`; it imports {rooms:?}"
+        );
+    }
+    let naming: Vec<&&String> = rooms
+        .iter()
+        .filter(|r| mods[r.as_str()].contains("CpuSched"))
+        .collect();
+    assert!(
+        naming.is_empty(),
+        "rooms of the CPU that name `CpuSched` (a room returns what the CPU must do instead): {naming:?}"
+    );
+    let implementing: Vec<&String> = mods
+        .iter()
+        .filter(|(m, code)| {
+            !is_cpu(m)
+                && code
+                    .lines()
+                    .any(|l| l.trim_start().starts_with("impl") && l.contains("CpuSched"))
+        })
+        .map(|(m, _)| m)
+        .collect();
+    assert!(
+        implementing.is_empty(),
+        "modules outside `cpu` that implement `CpuSched`: {implementing:?}"
+    );
+}

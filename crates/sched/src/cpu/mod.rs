@@ -3,21 +3,27 @@
 //!
 //! ## Ownership
 //!
-//! A `CpuSched` is owned by its CPU (`&mut self`): its run queue, its held
-//! (stopped) tasks, the ids of the tasks that parked here, its deadline
-//! heap, and its copy of the placement policy. Another CPU can reach it
+//! A `CpuSched` is owned by its CPU (`&mut self`): its rooms (the run
+//! queue, its held (stopped) tasks, the ids of the tasks that parked here
+//! and their deadlines), its copy of the placement policy, its balancer. Another CPU can reach it
 //! only through [`Shared`]: a message in its mailbox, a ring of its
 //! doorbell, a task's park word. Every entry point runs on behalf of this
 //! CPU, takes `now`, and returns [`Effects`] for the host to carry out.
 //!
 //! ## Rooms
 //!
-//! This file keeps the struct, the entry points and the pass. The rest is
-//! split by what it touches: `runqueue` (queue, pick order, charging),
-//! `pick` (what runs next, core-wide under core scheduling), `wake` (the
-//! whole wake protocol: attribution, delivery, the deciding CPU's half,
-//! adoption), `balance` (steals and pushes), `lifecycle` (kill, stop,
-//! continue, set-mask, forwarding).
+//! `cpu/` is the CPU itself: this file keeps the struct, the tick and the
+//! pass; `thread` the calls a running thread makes; `carry` the one place
+//! that carries out what the rooms return (`Act`) and the balancer asks
+//! (its requests): the reschedule flag, publishing, posting and kicking.
+//! The rooms own their state (`rooms`: the run queue, the sleepers, the
+//! held tasks, the pick's state, the counters), and what the CPU does with
+//! them are steps lent what they work on, which never reach the CPU:
+//! `wake` (the whole wake protocol: attribution, delivery, the deciding
+//! CPU's half, adoption), `pick` (what runs next, core-wide under core
+//! scheduling), `lifecycle` (kill, stop, continue, set-mask, forwarding),
+//! `cookie` (core scheduling's steal), `moves` (queueing here, handing to
+//! another CPU), and the balancer (`balancer`).
 //!
 //! ## The pass
 //!
@@ -35,19 +41,22 @@
 //!    asleep, look at the mailbox once more (see `doorbell`), and idle at the
 //!    depth the host named.
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use schedlab_topology::CpuId;
 
-use crate::balancer::{Balancer, Cx, Request, Requests};
+use crate::balancer::{Balancer, Cx};
 use crate::balancers::Builtin;
+use crate::cookie::cookie_victim;
 use crate::doorbell::IdleDepth;
-use crate::effects::{Counters, Effects, Kick, Switch, Trace};
+use crate::effects::{Counters, Effects, Switch};
 use crate::fair::Entity;
-use crate::park::TaskState;
+use crate::held::Held;
+use crate::pick::publish_core;
 use crate::pick_state::PickState;
 use crate::policy::Policy;
+use crate::rooms::Rooms;
 use crate::runqueue::{Resched, RunQueue};
 use crate::shared::{Msg, Shared};
 use crate::sleepers::Sleepers;
@@ -79,12 +88,28 @@ macro_rules! cx {
         Cx {
             cpu: $s.id,
             sh: $sh,
-            rq: &$s.rq,
-            pushing: $s.pick.pushing,
-            counters: &mut $s.counters,
+            rq: &$s.rooms.rq,
+            pushing: $s.rooms.pick.pushing,
+            counters: &mut $s.rooms.counters,
         }
     };
 }
+
+/// The wake protocol's room for CPU `$s`, lent its fields for one step.
+macro_rules! waking {
+    ($s:ident, $sh:expr) => {
+        $crate::wake::Waking {
+            cpu: $s.id,
+            sh: $sh,
+            policy: &mut $s.policy,
+            balancer: &$s.balancer,
+            rooms: &mut $s.rooms,
+        }
+    };
+}
+
+mod carry;
+mod thread;
 
 /// One CPU's scheduler state, generic over its placement policy `P` and
 /// its load balancer `B` (by default the built-in one the config names).
@@ -93,20 +118,14 @@ pub struct CpuSched<P: Policy, B: Balancer = Builtin> {
     pub(crate) policy: P,
     pub(crate) balancer: B,
     pub(crate) spawn: MachineSpawn,
-    pub(crate) rq: RunQueue<P::TaskState>,
-    /// The tasks that parked here and their deadlines (the wake
-    /// protocol's room on the owner).
-    pub(crate) sleepers: Sleepers,
-    /// Runnable but stopped.
-    pub(crate) held: BTreeMap<TaskId, Task<P::TaskState>>,
-    /// What the pick keeps between passes (its room: `pick`).
-    pub(crate) pick: PickState,
+    /// The run queue, the sleepers, the held tasks, the pick's state and
+    /// the counters, side by side.
+    pub(crate) rooms: Rooms<P::TaskState>,
     irq_depth: u32,
     pub(crate) steal_pending: bool,
     /// The mailbox's messages while a pass handles them: swapped with the
     /// mailbox, so neither gives its capacity up.
     mail: VecDeque<Msg<P::TaskState>>,
-    pub(crate) counters: Counters,
 }
 
 impl<P: Policy, B: Balancer> CpuSched<P, B> {
@@ -123,16 +142,18 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 policy: policy.clone(),
                 balancer,
                 spawn: MachineSpawn::new(sh.config().spawn, id),
-                rq: RunQueue::new(sh.config().fair),
-                sleepers: Sleepers::default(),
-                held: BTreeMap::new(),
-                pick: PickState::new(
-                    sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
-                ),
+                rooms: Rooms {
+                    rq: RunQueue::new(sh.config().fair),
+                    sleepers: Sleepers::default(),
+                    held: Held::default(),
+                    pick: PickState::new(
+                        sh.config().core_sched && sh.topology().core_cpus(id).weight() > 1,
+                    ),
+                    counters: Counters::default(),
+                },
                 irq_depth: 0,
                 steal_pending: false,
                 mail: VecDeque::new(),
-                counters: Counters::default(),
             })
             .collect()
     }
@@ -142,53 +163,53 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     }
 
     pub fn current(&self) -> Option<TaskId> {
-        self.rq.current_id()
+        self.rooms.rq.current_id()
     }
 
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        &self.rooms.counters
     }
 
     /// Runnable tasks waiting here (not the running one).
     pub fn queued(&self) -> usize {
-        self.rq.queued()
+        self.rooms.rq.queued()
     }
 
     /// Every task this CPU holds, and how. A parked task is held while its
     /// entity waits in its slot with this CPU as its owner.
     pub fn holdings(&self, sh: &Shared<P::TaskState>) -> Vec<(TaskId, Holding)> {
-        let cur = self.rq.current.iter().map(|t| (t.id, Holding::Running));
+        let cur = self
+            .rooms
+            .rq
+            .current
+            .iter()
+            .map(|t| (t.id, Holding::Running));
         let q = self
+            .rooms
             .rq
             .fair
             .iter()
-            .chain(self.rq.rt.iter())
+            .chain(self.rooms.rq.rt.iter())
             .map(|t| (t.id, Holding::Queued));
         let p = self
+            .rooms
             .sleepers
             .iter()
-            .filter(|&&id| self.parked_here(sh, id))
+            .filter(|&&id| self.rooms.sleepers.parked_here(self.id, sh, id))
             .map(|&id| (id, Holding::Parked));
-        let h = self.held.keys().map(|&id| (id, Holding::Held));
+        let h = self.rooms.held.ids().map(|id| (id, Holding::Held));
         cur.chain(q).chain(p).chain(h).collect()
-    }
-
-    /// Whether `id` parked here and its entity still waits in its slot.
-    pub(crate) fn parked_here(&self, sh: &Shared<P::TaskState>, id: TaskId) -> bool {
-        self.sleepers.holds(id)
-            && sh.task_word(id).owner == self.id
-            && sh.slot(id).parked.lock().is_some()
     }
 
     /// A copy of a task this CPU holds.
     pub fn task(&self, sh: &Shared<P::TaskState>, id: TaskId) -> Option<Task<P::TaskState>> {
-        if let Some(t) = self.rq.runnable().find(|t| t.id == id) {
+        if let Some(t) = self.rooms.rq.runnable().find(|t| t.id == id) {
             return Some(t.clone());
         }
-        if let Some(t) = self.held.get(&id) {
+        if let Some(t) = self.rooms.held.get(id) {
             return Some(t.clone());
         }
-        if self.parked_here(sh, id) {
+        if self.rooms.sleepers.parked_here(self.id, sh, id) {
             return sh.parked_task(id);
         }
         None
@@ -205,12 +226,12 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
 
     /// The earliest deadline this CPU holds.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.sleepers.next_deadline()
+        self.rooms.sleepers.next_deadline()
     }
 
     /// The cookie of the task this CPU runs, for invariant checks.
     pub fn running_cookie(&self) -> Option<u64> {
-        self.rq.current.as_ref().map(|c| c.cookie)
+        self.rooms.rq.current.as_ref().map(|c| c.cookie)
     }
 
     // ----------------------------------------------------------------------
@@ -233,7 +254,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         if self.irq_depth > 0 {
             return None;
         }
-        match &self.rq.current {
+        match &self.rooms.rq.current {
             Some(t) if !t.leaving => Some(self.id),
             _ => None,
         }
@@ -242,13 +263,14 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// The scheduler tick: charge the running task, ask for a reschedule
     /// per `update_curr()`, and balance periodically.
     pub fn tick(&mut self, sh: &Shared<P::TaskState>, now: u64) -> Effects {
-        self.rq.clock_to(now);
+        self.rooms.rq.clock_to(now);
         // `entity_tick()` -> `update_load_avg()`, published for wakers.
-        self.rq.sync_pelt();
-        sh.set_pelt(self.id, &self.rq.avg);
+        self.rooms.rq.sync_pelt();
+        sh.set_pelt(self.id, &self.rooms.rq.avg);
         let mut fx = Effects::default();
-        let others = !self.rq.fair.is_empty();
+        let others = !self.rooms.rq.fair.is_empty();
         let asks = self
+            .rooms
             .rq
             .current
             .as_mut()
@@ -257,17 +279,18 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         if sh.config().balance.periodic {
             let req = self.balancer.tick(&mut cx!(self, sh), now);
             self.carry_out(sh, req, &mut fx);
-            if let Some(t) = self.rq.current.as_mut() {
+            if let Some(t) = self.rooms.rq.current.as_mut() {
                 let topo = sh.topology();
-                (self.balancer).tick_running(self.id, topo, &mut self.counters, t, now);
+                (self.balancer).tick_running(self.id, topo, &mut self.rooms.counters, t, now);
             }
         }
         // `task_tick_core()`: alone beside a forced-idle sibling, give way
         // once half the slice is used (MIN_NR_TASKS_DURING_FORCEIDLE = 2).
-        let forceidle = self.publish_core(sh) > 0;
+        let forceidle = publish_core(self.id, sh, &self.rooms.pick, &mut self.rooms.rq) > 0;
         let give_way = forceidle
             && !others
             && self
+                .rooms
                 .rq
                 .current
                 .as_ref()
@@ -276,17 +299,8 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             let id = self.current().expect("a running task asked");
             self.resched(Resched(id), &mut fx);
         }
-        fx.resched = self.pick.need_resched;
+        fx.resched = self.rooms.pick.need_resched;
         fx
-    }
-
-    /// Sets this CPU's reschedule flag (traced once per setting).
-    pub(crate) fn resched(&mut self, r: Resched, fx: &mut Effects) {
-        if !self.pick.need_resched {
-            fx.trace.push(Trace::Resched { task: r.0 });
-        }
-        self.pick.need_resched = true;
-        fx.resched = true;
     }
 
     // ----------------------------------------------------------------------
@@ -321,11 +335,11 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         idle: IdleDepth,
         fx: &mut Effects,
     ) {
-        self.rq.clock_to(now);
+        self.rooms.rq.clock_to(now);
         loop {
             sh.doorbell(self.id).answer();
             if sh.take_resched(self.id) {
-                self.pick.need_resched = true;
+                self.rooms.pick.need_resched = true;
             }
             self.steal_pending = false;
             // Popped one at a time, in place: a `drain(..)` of a buffer
@@ -347,7 +361,11 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             if self.queued() > 0 {
                 // Forced idle: the core runs another cookie than the work
                 // waiting here (`queue_core_balance()`).
-                self.steal_cookie(sh, fx);
+                if !self.steal_pending {
+                    if let Some((victim, cookie)) = cookie_victim(self.id, sh) {
+                        self.ask(sh, victim, Some(cookie), fx);
+                    }
+                }
             } else if sh.config().balance.newidle && !self.steal_pending {
                 if self.balancer.newly_idle_reads_itself() {
                     // It reads what this CPU has now: nothing.
@@ -370,79 +388,21 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         self.publish(sh);
     }
 
-    fn handle(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        msg: Msg<P::TaskState>,
-        now: u64,
-        fx: &mut Effects,
-    ) {
-        match msg {
-            Msg::Wake { task, cause } => self.handle_wake(sh, task, cause, now, fx),
-            Msg::Adopt { task, reason } => self.adopt(sh, task, reason, now, fx),
-            Msg::StealRequest {
-                thief,
-                cookie: Some(c),
-            } => self.give_cookie(sh, thief, c, fx),
-            Msg::StealRequest {
-                thief,
-                cookie: None,
-            } => {
-                let req = self.balancer.asked(&mut cx!(self, sh), thief, now);
-                self.carry_out(sh, req, fx);
-            }
-            Msg::Balance(msg) => {
-                let msg = crate::shared::unbox::<B::Msg>(msg);
-                let req = self.balancer.handle(&mut cx!(self, sh), msg, now);
-                self.carry_out(sh, req, fx);
-            }
-            Msg::Kill { .. } | Msg::Stop { .. } | Msg::Continue { .. } | Msg::SetMask { .. } => {
-                self.handle_lifecycle(sh, msg, now, fx)
-            }
-        }
-    }
-
-    /// Queues a task here (a stopped one is held), then asks for a pass when
-    /// nothing runs, and publishes the new load.
-    pub(crate) fn enqueue(
-        &mut self,
-        sh: &Shared<P::TaskState>,
-        task: Task<P::TaskState>,
-        now: u64,
-        initial: bool,
-        fx: &mut Effects,
-    ) {
-        debug_assert!(
-            task.mask.contains(self.id),
-            "{:?} queued on {:?}, outside its mask",
-            task.id,
-            self.id
-        );
-        if task.stopped {
-            self.held.insert(task.id, task);
-            return;
-        }
-        if let Some(r) = self.rq.enqueue(task, now, initial) {
-            self.resched(r, fx);
-        }
-        if self.rq.current.is_none() {
-            // Nothing runs here: a pass must pick it.
-            fx.resched = true;
-        }
-        self.publish(sh);
-    }
-
     /// Benchmarks only: puts a queued task back to sleep without a pass, so a
     /// benchmark can time a parked wake alone, wake after wake.
     #[cfg(feature = "testhost")]
     pub fn repark(&mut self, sh: &Shared<P::TaskState>, id: TaskId) {
         let t = self
+            .rooms
             .rq
             .take_queued(id)
             .expect("repark: the task is queued here");
-        sh.slot(id).park.set(TaskState::Queued, TaskState::Parked);
+        sh.slot(id).park.set(
+            crate::park::TaskState::Queued,
+            crate::park::TaskState::Parked,
+        );
         *sh.slot(id).parked.lock() = Some(t);
-        self.sleepers.park(id, None);
+        self.rooms.sleepers.park(id, None);
         self.publish(sh);
     }
 
@@ -456,7 +416,9 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         now: u64,
         fx: &mut Effects,
     ) {
-        self.handle_wake(sh, task, cause, now, fx);
+        if let Some(a) = waking!(self, sh).handle_wake(task, cause, now, fx) {
+            self.act(sh, a, now, fx);
+        }
     }
 
     /// Benchmarks only: the messages waiting here, taken.
@@ -467,71 +429,8 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
 
     // ----------------------------------------------------------------------
 
-    pub(crate) fn kick(&mut self, k: Option<Kick>, fx: &mut Effects) {
-        if let Some(k) = k {
-            self.counters.count_kick(&k);
-            fx.kicks.push(k);
-        }
-    }
-
-    /// Publishes this CPU's load for balancing and, under core scheduling,
-    /// its run queue to its core.
-    pub(crate) fn publish(&mut self, sh: &Shared<P::TaskState>) {
-        sh.set_load(
-            self.id,
-            self.rq.current.is_some() as u32 + self.queued() as u32,
-        );
-        let fair =
-            self.rq.fair.len() + self.rq.current.as_ref().is_some_and(|t| !t.is_rt()) as usize;
-        sh.set_fair_nr(self.id, fair as u32);
-        self.balancer.publish(&cx!(self, sh));
-        sh.set_pelt(self.id, &self.rq.avg);
-        self.publish_core(sh);
-    }
-
-    /// Carries out a balancer's requests in order (see [`crate::balancer`]);
-    /// when a task moved, publishes the new load.
-    fn carry_out(&mut self, sh: &Shared<P::TaskState>, req: Requests<B::Msg>, fx: &mut Effects) {
-        if req.is_empty() {
-            return;
-        }
-        let mut moved = false;
-        for r in req {
-            match r {
-                Request::Send { task, to, reason } => {
-                    let t = self
-                        .rq
-                        .take_queued(task)
-                        .expect("a balancer sends a task queued here");
-                    self.send(sh, t, to, reason, TaskState::Queued, fx);
-                    moved = true;
-                }
-                Request::Post { to, msg } => {
-                    let k = sh.post(Some(self.id), to, Msg::Balance(alloc::boxed::Box::new(msg)));
-                    self.kick(k, fx);
-                }
-                Request::Ask { victim } => self.ask(sh, victim, None, fx),
-                Request::PushRunning { task, to } => {
-                    self.pick.pushing = Some((task, to));
-                    self.resched(Resched(task), fx);
-                }
-            }
-        }
-        if moved {
-            self.publish(sh);
-        }
-    }
-
     /// Whether this CPU, idle, keeps its tick (its balancer says so).
     pub fn keeps_idle_tick(&self, sh: &Shared<P::TaskState>) -> bool {
         self.balancer.keeps_idle_tick(sh.config())
-    }
-
-    /// Whether this CPU holds `task` (running, queued, held, or parked with
-    /// its entity still in its slot).
-    pub(crate) fn owns(&self, sh: &Shared<P::TaskState>, task: TaskId) -> bool {
-        self.rq.runnable().any(|t| t.id == task)
-            || self.held.contains_key(&task)
-            || self.parked_here(sh, task)
     }
 }

@@ -1,12 +1,14 @@
 //! The running thread's calls into its CPU: spawn a task, wake one, park
-//! (block, sleep, join), yield, exit. Each runs on the thread's CPU, takes
-//! `now`, and returns the [`Effects`] for the host; those that stop the
-//! running task end in a pass.
+//! (block, sleep, join), yield, exit; and kill, stop, continue or re-mask
+//! any task (the `lifecycle` room's step 1). Each runs on the thread's CPU,
+//! takes `now`, and returns the [`Effects`] for the host; those that stop
+//! the running task end in a pass.
 
 use schedlab_topology::{CpuSet, LlcId};
 
+use super::{CpuSched, Spawned};
+
 use crate::balancer::Balancer;
-use crate::cpu::{CpuSched, Spawned};
 use crate::doorbell::IdleDepth;
 use crate::effects::{Effects, Park, PlaceReason, Switch, Trace, WakeCause};
 use crate::fair::Entity;
@@ -25,7 +27,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         spec: TaskSpec,
         now: u64,
     ) -> Result<Spawned, SpawnError> {
-        self.rq.clock_to(now);
+        self.rooms.rq.clock_to(now);
         let topo = sh.topology();
         let mask = spec.mask.map_or(*topo.cpus(), |m| m & *topo.cpus());
         if mask.is_empty() {
@@ -66,13 +68,12 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         if target == self.id {
             self.enqueue(sh, task, now, true, &mut fx);
         } else {
-            self.counters.count_move(PlaceReason::Spawn);
+            self.rooms.counters.count_move(PlaceReason::Spawn);
             let msg = Msg::Adopt {
                 task,
                 reason: PlaceReason::Spawn,
             };
-            let k = sh.post(Some(self.id), target, msg);
-            self.kick(k, &mut fx);
+            self.post(sh, target, msg, &mut fx);
         }
         Ok(Spawned {
             task: id,
@@ -93,6 +94,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         self.wake_with(sh, task, true, now)
     }
 
+    #[inline]
     fn wake_with(
         &mut self,
         sh: &Shared<P::TaskState>,
@@ -100,7 +102,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         sync: bool,
         now: u64,
     ) -> Effects {
-        self.rq.clock_to(now);
+        self.rooms.rq.clock_to(now);
         let waker = self.waker();
         let cause = WakeCause {
             waker,
@@ -157,8 +159,13 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         deadline: Option<u64>,
         idle: IdleDepth,
     ) -> Effects {
-        self.rq.clock_to(now);
-        let mut task = self.rq.current.take().expect("block with no running task");
+        self.rooms.rq.clock_to(now);
+        let mut task = self
+            .rooms
+            .rq
+            .current
+            .take()
+            .expect("block with no running task");
         let slot = sh.slot(task.id);
         slot.park.commit();
         if let Parked::FlagConsumed { waker_llc } = slot.park.finish_park() {
@@ -173,10 +180,10 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             };
             fx.trace.push(Trace::ParkReturned { task: task.id });
             fx.switch = Some(Switch::Run(task.id));
-            self.rq.current = Some(task);
+            self.rooms.rq.current = Some(task);
             return fx;
         }
-        self.rq.dequeue_running(&mut task, now);
+        self.rooms.rq.dequeue_running(&mut task, now);
         self.balancer.ran(self.id, sh.topology(), &mut task, now);
         task.sleep_deadline = deadline;
         let id = task.id;
@@ -188,7 +195,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         // From here a waker that won `Parked -> Waking` may take it (it
         // waits for this store, as Linux's waker waits for `p->on_cpu`).
         *slot.parked.lock() = Some(task);
-        self.sleepers.park(id, deadline);
+        self.rooms.sleepers.park(id, deadline);
         self.pass_after(sh, now, idle, &mut fx);
         fx
     }
@@ -196,28 +203,28 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// The running task yields: fair moves its deadline a slice on
     /// (`yield_task_fair`), RT goes to the back of its priority.
     pub fn yield_now(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
-        self.rq.clock_to(now);
-        if let Some(t) = self.rq.current.as_mut() {
+        self.rooms.rq.clock_to(now);
+        if let Some(t) = self.rooms.rq.current.as_mut() {
             if t.is_rt() {
-                let t = self.rq.current.take().expect("checked");
+                let t = self.rooms.rq.current.take().expect("checked");
                 sh.slot(t.id)
                     .park
                     .set(TaskState::Running, TaskState::Queued);
-                self.rq.requeue_rt(t, now);
+                self.rooms.rq.requeue_rt(t, now);
             } else {
                 t.fair.update_curr(now);
                 t.fair.deadline += t.fair.vslice();
                 t.fair.vprot = t.fair.vruntime;
             }
         }
-        self.pick.need_resched = true;
+        self.rooms.pick.need_resched = true;
         self.pass(sh, now, idle)
     }
 
     /// The running thread begins leaving its process: from now on its wakes
     /// name no waker. Set once, never cleared.
     pub fn begin_leaving(&mut self) {
-        if let Some(t) = self.rq.current.as_mut() {
+        if let Some(t) = self.rooms.rq.current.as_mut() {
             t.leaving = true;
         }
     }
@@ -225,7 +232,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// The running task exits: leaving is set, joiners are woken (with no
     /// waker), the task is gone, and the CPU passes.
     pub fn exit(&mut self, sh: &Shared<P::TaskState>, now: u64, idle: IdleDepth) -> Effects {
-        self.rq.clock_to(now);
+        self.rooms.rq.clock_to(now);
         self.begin_leaving();
         let mut fx = Effects::default();
         let task = self.current().expect("exit with no running task");
@@ -241,8 +248,8 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             };
             self.deliver(sh, j, cause, now, &mut fx);
         }
-        let mut t = self.rq.current.take().expect("checked");
-        self.rq.dequeue_running(&mut t, now);
+        let mut t = self.rooms.rq.current.take().expect("checked");
+        self.rooms.rq.dequeue_running(&mut t, now);
         self.balancer.ran(self.id, sh.topology(), &mut t, now);
         if let Some(p) = t.process {
             self.balancer.threads(sh.topology(), p, -1);
@@ -271,6 +278,61 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         }
         // An exit between the push and the park is a flag: the park returns.
         self.block(sh, now, idle)
+    }
+
+    /// Kills `target`: it runs only to its exit (the host checks
+    /// [`Shared::is_killed`] before each of its steps).
+    pub fn kill(&mut self, sh: &Shared<P::TaskState>, target: TaskId, now: u64) -> Effects {
+        let old = sh.slot(target).park.kill();
+        let mut fx = Effects::default();
+        if old.state != TaskState::Dead {
+            self.send_to_owner(sh, Msg::Kill { task: target }, now, &mut fx);
+        }
+        fx
+    }
+
+    pub fn stop(&mut self, sh: &Shared<P::TaskState>, target: TaskId, now: u64) -> Effects {
+        let mut fx = Effects::default();
+        self.send_to_owner(sh, Msg::Stop { task: target }, now, &mut fx);
+        fx
+    }
+
+    pub fn cont(&mut self, sh: &Shared<P::TaskState>, target: TaskId, now: u64) -> Effects {
+        let mut fx = Effects::default();
+        self.send_to_owner(sh, Msg::Continue { task: target }, now, &mut fx);
+        fx
+    }
+
+    /// Changes `target`'s mask; its owner corrects its place.
+    pub fn set_mask(
+        &mut self,
+        sh: &Shared<P::TaskState>,
+        target: TaskId,
+        mask: CpuSet,
+        now: u64,
+    ) -> Effects {
+        let mut fx = Effects::default();
+        let mask = alloc::boxed::Box::new(mask);
+        let msg = Msg::SetMask { task: target, mask };
+        self.send_to_owner(sh, msg, now, &mut fx);
+        fx
+    }
+
+    /// The lifecycle's step 1: to the task's owner, or acted on here.
+    fn send_to_owner(
+        &mut self,
+        sh: &Shared<P::TaskState>,
+        msg: Msg<P::TaskState>,
+        now: u64,
+        fx: &mut Effects,
+    ) {
+        let task = msg.task().expect("lifecycle messages name a task");
+        let owner = sh.task_word(task).owner;
+        if owner == self.id {
+            self.handle_lifecycle(sh, msg, now, fx);
+        } else {
+            self.post(sh, owner, msg, fx);
+        }
     }
 }
 
