@@ -62,7 +62,14 @@ impl std::fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// `--param` values, consumed as a scenario reads them, so that an unknown
-/// one is an error; and the registry policy names resolve in.
+/// one is an error; and the registry policy names resolve in. The two
+/// travel together because a policy name means something only in a
+/// registry (a user's binary adds its own policies to the built-ins), and a
+/// run's inputs are both. A name is resolved where it is read: a scenario
+/// file's `placement` by the file reader (so a wrong one is reported at its
+/// line and column), `--param policy=` by [`Builder::decide`], the one
+/// place that decides which of them the run uses, and its spawn rule and
+/// balancer.
 #[derive(Clone, Debug, Default)]
 pub struct Params {
     given: BTreeMap<String, String>,
