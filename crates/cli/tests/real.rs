@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::schedlab;
+use common::{schedlab, scratch_file, Scratch};
 use prost::Message;
 use schedlab::perfetto::{Data, Ftrace, Trace};
 use serde_json::Value;
@@ -69,8 +69,8 @@ fn a_real_reqrep_prints_real_figures_and_names_every_waker() {
 
 #[test]
 fn a_real_deadlock_exits_3_naming_who_waits_on_what() {
-    let d = std::env::temp_dir().join(format!("schedlab-real-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d_tmp = tempfile::tempdir().expect("a temp dir");
+    let d = d_tmp.path().to_path_buf();
     let f = d.join("deadlock.toml");
     std::fs::write(
         &f,
@@ -92,7 +92,8 @@ fn a_real_trace_decodes_with_the_kernels_thread_ids() {
         assert_eq!(code, 2, "a real trace needs root: {err}");
         return;
     }
-    let path = std::env::temp_dir().join(format!("schedlab-real-{}.pftrace", std::process::id()));
+    let path_tmp = tempfile::tempdir().expect("a temp dir");
+    let path = path_tmp.path().join("t.pftrace");
     let (code, out, err) = schedlab(&[
         "trace",
         "reqrep",
@@ -217,12 +218,11 @@ fn sweep_real_runs_each_value_for_real() {
 }
 
 /// A scenario file; `top` holds its top-level keys.
-fn scenario_file(name: &str, top: &str, text: &str) -> String {
-    let d = std::env::temp_dir().join(format!("schedlab-real-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let f = d.join(name);
-    std::fs::write(&f, format!("{top}[topology]\npreset = \"amd-2x8\"\n{text}")).unwrap();
-    f.to_string_lossy().into_owned()
+fn scenario_file(name: &str, top: &str, text: &str) -> Scratch {
+    scratch_file(
+        name,
+        &format!("{top}[topology]\npreset = \"amd-2x8\"\n{text}"),
+    )
 }
 
 #[test]
@@ -299,8 +299,8 @@ fn ctrl_c_ends_every_process_restores_tracefs_and_exits_130() {
 /// one line per loop, with the file's configured columns.
 #[test]
 fn a_real_rt_app_run_logs_each_loop() {
-    let d = std::env::temp_dir().join(format!("schedlab-real-rtlog-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d_tmp = tempfile::tempdir().expect("a temp dir");
+    let d = d_tmp.path().to_path_buf();
     let f = d.join("five.json");
     std::fs::write(
         &f,
@@ -339,8 +339,8 @@ fn a_real_rt_app_run_logs_each_loop() {
 /// ends on the last phase's CPU.
 #[test]
 fn a_real_thread_follows_its_phases_cpus() {
-    let d = std::env::temp_dir().join(format!("schedlab-real-phases-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d_tmp = tempfile::tempdir().expect("a temp dir");
+    let d = d_tmp.path().to_path_buf();
     let f = d.join("phases.json");
     std::fs::write(
         &f,

@@ -228,7 +228,8 @@ fn rt_app_files_run_from_the_command_line() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(v["topology"], "t14");
     assert_eq!(v["scenario"], "periodic");
-    let bad = std::env::temp_dir().join(format!("bad-{}.json", std::process::id()));
+    let bad_tmp = tempfile::tempdir().expect("a temp dir");
+    let bad = bad_tmp.path().join("bad.json");
     std::fs::write(
         &bad,
         "{ \"tasks\": { \"a\": { \"run\": 1,\n \"cpus\": [99] } } }",
@@ -247,8 +248,8 @@ fn rt_app_files_run_from_the_command_line() {
 /// writes, named as rt-app names them.
 #[test]
 fn an_rt_app_file_prints_rt_apps_log_and_writes_its_files() {
-    let d = std::env::temp_dir().join(format!("schedlab-rtlog-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d_tmp = tempfile::tempdir().expect("a temp dir");
+    let d = d_tmp.path().to_path_buf();
     let f = d.join("five.json");
     std::fs::write(
         &f,
@@ -303,8 +304,8 @@ fn an_rt_app_file_prints_rt_apps_log_and_writes_its_files() {
 /// --topology wins with a note.
 #[test]
 fn a_scenario_file_without_a_topology_runs_on_the_one_given() {
-    let d = std::env::temp_dir().join(format!("schedlab-notopo-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d_tmp = tempfile::tempdir().expect("a temp dir");
+    let d = d_tmp.path().to_path_buf();
     let f = d.join("bare.toml");
     std::fs::write(
         &f,

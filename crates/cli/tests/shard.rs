@@ -4,10 +4,9 @@
 mod common;
 use common::schedlab;
 
-fn dir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("schedlab-shard-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A directory of the test's own, gone when dropped.
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temp dir")
 }
 
 const SWEEP: [&str; 7] = [
@@ -36,12 +35,13 @@ fn shards(d: &std::path::Path, n: usize) -> Vec<String> {
 
 #[test]
 fn merged_shards_print_the_unsharded_table() {
-    let d = dir();
+    let d_tmp = dir();
+    let d = d_tmp.path();
     let (code, whole, err) = schedlab(&SWEEP);
     assert_eq!(code, 0, "{err}");
     let (_, whole_json, _) = schedlab(&[&SWEEP[..], &["--json"]].concat());
     for n in [2, 4] {
-        let files = shards(&d, n);
+        let files = shards(d, n);
         let mut args = vec!["merge"];
         args.extend(files.iter().map(String::as_str));
         let (code, merged, err) = schedlab(&args);
@@ -54,14 +54,13 @@ fn merged_shards_print_the_unsharded_table() {
         let (_, merged_json, _) = schedlab(&args);
         assert_eq!(merged_json, whole_json, "{n} shards merged: the same JSON");
     }
-    std::fs::remove_dir_all(&d).ok();
 }
 
 #[test]
 fn a_missing_or_foreign_shard_is_refused() {
-    let d = dir().join("refuse");
-    std::fs::create_dir_all(&d).unwrap();
-    let files = shards(&d, 3);
+    let d_tmp = dir();
+    let d = d_tmp.path();
+    let files = shards(d, 3);
     let (code, _, err) = schedlab(&["merge", &files[0], &files[2]]);
     assert_eq!(code, 2);
     assert!(err.contains("missing shards: 2/3"), "{err}");
@@ -95,5 +94,4 @@ fn a_missing_or_foreign_shard_is_refused() {
     let (code, _, err) = schedlab(&[&SWEEP[..], &["--shard", "4/3", "--out", "x.json"]].concat());
     assert_eq!(code, 2);
     assert!(err.contains("expected I/N with 1 <= I <= N"), "{err}");
-    std::fs::remove_dir_all(&d).ok();
 }

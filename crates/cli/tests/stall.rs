@@ -4,14 +4,10 @@
 
 mod common;
 
-use common::schedlab;
+use common::{schedlab, scratch_file, Scratch};
 
-fn file(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("schedlab-stall-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write");
-    p.to_string_lossy().into_owned()
+fn file(name: &str, text: &str) -> Scratch {
+    scratch_file(name, text)
 }
 
 const HEAD: &str = "[topology]\npreset = \"amd-2x8\"\n";

@@ -137,8 +137,8 @@ fn the_suite_does_not_depend_on_jobs() {
 
 #[test]
 fn the_suite_writes_csv_and_svg() {
-    let dir = std::env::temp_dir().join(format!("schedlab-suite-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir_tmp = tempfile::tempdir().expect("a temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     let (csv, svg) = (dir.join("s.csv"), dir.join("s.svg"));
     let (code, out, err) = schedlab(&[
         "suite",
@@ -216,7 +216,8 @@ fn several_policies_side_by_side() {
         row(&two, "ipc.reqrep.8")["ratio"],
         "the same pair gives the same ratio in either form"
     );
-    let svg = std::env::temp_dir().join(format!("several-{}.svg", std::process::id()));
+    let svg_tmp = tempfile::tempdir().expect("a temp dir");
+    let svg = svg_tmp.path().join("several.svg");
     let (code, out, err) = schedlab(
         &[
             &["suite"][..],

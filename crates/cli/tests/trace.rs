@@ -26,8 +26,8 @@ fn sim_log(name: &str, seed: u64) -> Outcome {
 }
 
 fn decode(args: &[&str]) -> Trace {
-    let d = std::env::temp_dir().join(format!("schedlab-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d_tmp = tempfile::tempdir().expect("a temp dir");
+    let d = d_tmp.path().to_path_buf();
     let path = d.join(format!(
         "{}.pftrace",
         args.join("_").replace(['/', '-'], "")

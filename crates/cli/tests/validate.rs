@@ -8,8 +8,8 @@ use common::schedlab;
 
 #[test]
 fn calibrate_then_validate_one_workload() {
-    let d = std::env::temp_dir().join(format!("schedlab-validate-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
+    let d_tmp = tempfile::tempdir().expect("a temp dir");
+    let d = d_tmp.path().to_path_buf();
     let costs = d.join("costs.toml");
     let (code, out, err) = schedlab(&[
         "calibrate",

@@ -23,8 +23,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// A scenario file on this machine; `top` holds its top-level keys.
 fn scenario(name: &str, top: &str, text: &str) -> Scenario {
-    let dir = std::env::temp_dir().join(format!("schedlab-real-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let dir_tmp = tempfile::tempdir().expect("a temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     let p: PathBuf = dir.join(format!("{name}.toml"));
     std::fs::write(&p, format!("{top}[topology]\npreset = \"amd-2x8\"\n{text}")).expect("write");
     let s = file::load_on(&p, Params::new([]), machine()).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -323,8 +323,8 @@ program = [{ fork = { program = "child" } }, "join"]
 
 #[test]
 fn a_cpu_this_machine_lacks_is_refused_at_its_place() {
-    let dir = std::env::temp_dir().join(format!("schedlab-real-cpu-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let dir_tmp = tempfile::tempdir().expect("a temp dir");
+    let dir = dir_tmp.path().to_path_buf();
     let p = dir.join("far.toml");
     std::fs::write(&p, "[topology]\npreset = \"amd-2x8\"\n[[task]]\nname = \"a\"\ncpu = 900\nprogram = [{ run = 10 }]\n").expect("write");
     let Err(e) = file::load_on(&p, Params::new([]), machine()) else {

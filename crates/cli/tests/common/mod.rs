@@ -14,3 +14,28 @@ pub fn schedlab(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A file a test writes, in a directory of its own that goes when this is
+/// dropped: tests leave nothing in the temp directory. Reads as the file's
+/// path (`&f` is a `&str`).
+pub struct Scratch {
+    _dir: tempfile::TempDir,
+    path: String,
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.path
+    }
+}
+
+/// Writes `text` to a file `name` in a fresh temp directory.
+#[allow(dead_code)]
+pub fn scratch_file(name: &str, text: &str) -> Scratch {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).expect("write");
+    let path = p.to_string_lossy().into_owned();
+    Scratch { _dir: dir, path }
+}
