@@ -84,6 +84,9 @@ impl<S: PolicyState, B: Balancer> Picking<'_, S, B> {
     /// The core-wide pick (the protocol is in `coresched`): the pick a
     /// sibling's selection left here, else the local pick when no cookie
     /// is in play, else a selection; siblings it reschedules are kicked.
+    // Out of line: only core scheduling picks core-wide, and the common
+    // pick stays small without it.
+    #[inline(never)]
     fn core_pick(&mut self, now: u64, fx: &mut Effects) -> Next {
         let (cpu, cfg) = (self.cpu, self.rooms.rq.cfg);
         let (pick, resched) = {
