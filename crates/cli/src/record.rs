@@ -38,6 +38,12 @@
 //! | wake edges | pairs (waker, wakee) with a wake | pairs with a parked wake | at least 3/4 of the recorded pairs |
 //! | CPU per thread | its time on a CPU | its `cpu_ns` | 3/4 of threads (with 100 µs or more) within a ratio of 1.25 |
 //!
+//! A fifth line is printed beside them and held to no tolerance: the
+//! switches of a recorded thread away from its CPU while still runnable
+//! (`kernel.switches.preempted` against the replay's `switches.preempted`),
+//! the scheduling a replay redoes rather than copies: where the wakes come
+//! out short, this is where the two schedulers part.
+//!
 //! The replayed figures are the median over the seeds. What falls outside
 //! is what the replay cannot carry: control flow that depends on data or
 //! on timing (a thread that found its pipe already full of bytes never
@@ -332,6 +338,16 @@ fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failur
             if ok { "within" } else { "outside" }
         );
     }
+    // Not held to a tolerance: how often a thread lost its CPU while still
+    // runnable, the scheduling the replay does not copy but redoes.
+    let rec_pre = rec.record.counters.get("kernel.switches.preempted");
+    let pre = med(&|o| o.counters.get("switches.preempted").copied().unwrap_or(0) as f64);
+    say!(
+        "  {:36} {:>12} {:>12}  (not held to a tolerance)",
+        "switches while runnable (preempted)",
+        rec_pre.map_or("-".to_string(), |n| crate::run::fmt(*n as f64)),
+        crate::run::fmt(pre)
+    );
     if let Some(st) = outs.iter().find_map(|o| o.stall.as_ref()) {
         say!("the replay stalled: {st}");
     }

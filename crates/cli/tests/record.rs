@@ -25,6 +25,21 @@ fn ops(toml: &Value, task: &str, op: &str, pipe: &str) -> usize {
         .map_or(0, |p| p.iter().filter(|o| o[op]["pipe"] == pipe).count())
 }
 
+/// `--check` prints each figure held to its tolerance, and the preemptions
+/// beside them (the verdicts depend on this machine's timing: not
+/// asserted).
+fn check_rows(stdout: &str) {
+    for row in [
+        "makespan_ms",
+        "wakes between threads",
+        "wake edges (pairs) kept",
+        "threads with CPU time within 1.25x",
+        "switches while runnable (preempted)",
+    ] {
+        assert!(stdout.contains(row), "--check prints {row:?}: {stdout}");
+    }
+}
+
 #[test]
 fn a_recorded_pipeline_replays_with_its_wake_edges() {
     let d = dir("pipe");
@@ -33,6 +48,7 @@ fn a_recorded_pipeline_replays_with_its_wake_edges() {
         "record",
         "--out",
         out,
+        "--check",
         "--",
         "sh",
         "-c",
@@ -40,6 +56,7 @@ fn a_recorded_pipeline_replays_with_its_wake_edges() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("wake edges kept"), "{stdout}");
+    check_rows(&stdout);
     for f in ["trace.pftrace", "summary.json", "replay.toml"] {
         assert!(d.join(f).exists(), "{f} written");
     }

@@ -239,6 +239,11 @@ counters! {
     wakes_counted => "wakes.counted",
     /// Wakes that found the task running, committing or queued: a flag.
     wakes_flagged => "wakes.flagged",
+    /// A running task switched out while still runnable: preempted,
+    /// yielding, or pushed or relocated by the pick (Linux's involuntary
+    /// switches: `sched_switch` with `prev_state` R, a real run's and a
+    /// recording's `kernel.switches.preempted`).
+    switches_preempted => "switches.preempted",
     moves_waker_rule => "moves.waker_rule",
     moves_forward => "moves.forward",
     moves_steal => "moves.steal",

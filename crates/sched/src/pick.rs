@@ -186,7 +186,10 @@ impl<S: PolicyState, B: Balancer> Picking<'_, S, B> {
         if prev.stopped {
             self.rooms.rq.dirty = true;
             self.rooms.held.hold(prev);
-        } else if !prev.mask.contains(self.cpu) {
+            return;
+        }
+        mover.counters.switches_preempted += 1;
+        if !prev.mask.contains(self.cpu) {
             self.rooms.rq.dirty = true;
             self.rooms.rq.dequeue_lag(&mut prev);
             mover.relocate(prev, TaskState::Queued, self.cpu, now, fx);

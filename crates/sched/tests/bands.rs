@@ -207,3 +207,29 @@ fn yield_gives_the_cpu_to_an_equal_task() {
     );
     assert_eq!(h.where_is(first).unwrap().1, Holding::Queued);
 }
+
+/// `switches.preempted` counts a running task switched out while still
+/// runnable (here a yield, as Linux's `sched_switch` with `prev_state` R
+/// counts it), and not a task that blocks.
+#[test]
+fn a_switch_away_from_a_runnable_task_is_counted_and_a_block_is_not() {
+    let mut h = host();
+    h.spawn_pinned(cpu0(), TaskSpec::fair(0));
+    h.spawn_pinned(cpu0(), TaskSpec::fair(0));
+    let count = |h: &TestHost| h.cpus[0].counters().switches_preempted;
+    let before = count(&h);
+    h.yield_now(cpu0());
+    assert_eq!(
+        count(&h),
+        before + 1,
+        "a yield to the other task is counted"
+    );
+    let fx = h.cpus[0].block(&h.sh, h.now, 0);
+    h.apply(cpu0(), fx);
+    h.settle();
+    assert_eq!(
+        count(&h),
+        before + 1,
+        "a block is a voluntary switch: not counted"
+    );
+}
