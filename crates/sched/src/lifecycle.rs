@@ -32,7 +32,7 @@ use schedlab_topology::{CpuId, CpuSet};
 
 use crate::act::Act;
 use crate::effects::{Effects, WakeCause};
-use crate::moves::{queue, Mover};
+use crate::moves::Mover;
 use crate::park::TaskState;
 use crate::policy::PolicyState;
 use crate::rooms::Rooms;
@@ -179,14 +179,7 @@ impl<S: PolicyState> Lifecycle<'_, S> {
     /// A held task runs again: here, or inside a mask changed meanwhile.
     fn release(&mut self, task: Task<S>, now: u64, fx: &mut Effects) -> Option<Act> {
         if task.mask.contains(self.cpu) {
-            return queue(
-                self.cpu,
-                &mut self.rooms.rq,
-                &mut self.rooms.held,
-                task,
-                now,
-                false,
-            );
+            return self.rooms.queue(self.cpu, task, now, false);
         }
         let around = self.cpu;
         self.mover()

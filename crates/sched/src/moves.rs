@@ -2,9 +2,9 @@
 //! every room that places a task shares (the wake protocol, the pick, the
 //! lifecycle, and the CPU for its balancer's requests).
 //!
-//! * [`queue`]: onto this CPU's run queue (a stopped task is held); what is
-//!   left for the CPU (its reschedule flag, publishing the new load) comes
-//!   back as an [`Act`].
+//! * `Rooms::queue` (in `rooms`): onto this CPU's run queue (a stopped
+//!   task is held); what is left for the CPU (its reschedule flag,
+//!   publishing the new load) comes back as an `Act`.
 //! * [`Mover::hand`]: to another CPU, through the task's park word
 //!   (`-> Moving`, the new owner named in the same CAS) and an `Adopt` in
 //!   its mailbox; a move is counted unless the task goes back where it was.
@@ -16,37 +16,11 @@
 
 use schedlab_topology::CpuId;
 
-use crate::act::Act;
 use crate::effects::{Counters, Effects, PlaceReason, Trace};
-use crate::held::Held;
 use crate::park::TaskState;
 use crate::policy::{nearest_in_mask, PolicyState};
-use crate::runqueue::RunQueue;
 use crate::shared::{Msg, Shared};
 use crate::task::Task;
-
-/// Queues `task` on `cpu` (holds it, if stopped: then nothing is left to
-/// do). `initial`: a new task's first enqueue (`ENQUEUE_INITIAL`).
-#[inline]
-pub(crate) fn queue<S: PolicyState>(
-    cpu: CpuId,
-    rq: &mut RunQueue<S>,
-    held: &mut Held<S>,
-    task: Task<S>,
-    now: u64,
-    initial: bool,
-) -> Option<Act> {
-    debug_assert!(
-        task.mask.contains(cpu),
-        "{:?} queued on {cpu:?}, outside its mask",
-        task.id
-    );
-    if task.stopped {
-        held.hold(task);
-        return None;
-    }
-    Some(Act::Queued(rq.enqueue(task, now, initial)))
-}
 
 /// Where a task goes, from where, why, and its park state now.
 #[derive(Clone, Copy, Debug)]

@@ -57,7 +57,7 @@ use crate::act::Act;
 use crate::balancer::Balancer;
 use crate::effects::{Effects, PlaceReason, Trace, WakeCause};
 use crate::lifecycle::forward;
-use crate::moves::{queue, Move, Mover};
+use crate::moves::{Move, Mover};
 use crate::park::{Delivery, TaskState};
 use crate::policy::{Decides, Decision, Policy, PolicyState, Wake};
 use crate::rooms::Rooms;
@@ -248,14 +248,7 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
             cpu: self.cpu,
             reason,
         });
-        queue(
-            self.cpu,
-            &mut self.rooms.rq,
-            &mut self.rooms.held,
-            task,
-            now,
-            false,
-        )
+        self.rooms.queue(self.cpu, task, now, false)
     }
 
     /// Step 5: a task sent here.
@@ -275,14 +268,7 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
         }
         (self.sh.slot(task.id).park).set(TaskState::Moving, TaskState::Queued);
         let initial = reason == PlaceReason::Spawn;
-        queue(
-            self.cpu,
-            &mut self.rooms.rq,
-            &mut self.rooms.held,
-            task,
-            now,
-            initial,
-        )
+        self.rooms.queue(self.cpu, task, now, initial)
     }
 
     /// The next due deadline of a task still parked here with that

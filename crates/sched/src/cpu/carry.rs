@@ -11,7 +11,7 @@ use crate::balancer::{Balancer, Cx, Request, Requests};
 use crate::cookie::give_cookie;
 use crate::effects::{Effects, PlaceReason, Trace, WakeCause};
 use crate::lifecycle::Lifecycle;
-use crate::moves::{queue, Move, Mover};
+use crate::moves::{Move, Mover};
 use crate::park::TaskState;
 use crate::pick::{publish_core, Picking};
 use crate::policy::Policy;
@@ -86,14 +86,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         initial: bool,
         fx: &mut Effects,
     ) {
-        if let Some(a) = queue(
-            self.id,
-            &mut self.rooms.rq,
-            &mut self.rooms.held,
-            task,
-            now,
-            initial,
-        ) {
+        if let Some(a) = self.rooms.queue(self.id, task, now, initial) {
             self.act(sh, a, now, fx);
         }
     }

@@ -22,7 +22,7 @@
 //! `wake` (the whole wake protocol: attribution, delivery, the deciding
 //! CPU's half, adoption), `pick` (what runs next, core-wide under core
 //! scheduling), `lifecycle` (kill, stop, continue, set-mask, forwarding),
-//! `cookie` (core scheduling's steal), `moves` (queueing here, handing to
+//! `cookie` (core scheduling's steal), `moves` (handing to
 //! another CPU), and the balancer (`balancer`).
 //!
 //! ## The pass
