@@ -96,10 +96,10 @@ impl Seed {
         _now: u64,
     ) -> Requests<M> {
         let mut req = Requests::none();
-        let over = cx.sh.overloaded_cpus() - CpuSet::single(cx.cpu);
-        if over.is_empty() {
+        if !cx.sh.overloaded_besides(cx.cpu) {
             return req;
         }
+        let over = cx.sh.overloaded_cpus() - CpuSet::single(cx.cpu);
         let victim = cx
             .sh
             .topology()

@@ -289,6 +289,16 @@ impl<S: PolicyState> Shared<S> {
             .any(|w| w.load(Ordering::Relaxed) != 0)
     }
 
+    /// Some CPU other than `cpu` has a task waiting, as last published
+    /// (read word by word: no set is built when none has).
+    pub fn overloaded_besides(&self, cpu: CpuId) -> bool {
+        let (mine, bit) = (cpu.index() / 64, 1u64 << (cpu.index() % 64));
+        self.overloaded.iter().enumerate().any(|(i, w)| {
+            let w = w.load(Ordering::Relaxed);
+            (if i == mine { w & !bit } else { w }) != 0
+        })
+    }
+
     /// The CPUs with a task waiting, as last published.
     pub fn overloaded_cpus(&self) -> CpuSet {
         CpuSet::from_words(self.overloaded.iter().map(|w| w.load(Ordering::Relaxed)))
