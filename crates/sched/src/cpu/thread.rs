@@ -160,6 +160,8 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         idle: IdleDepth,
     ) -> Effects {
         self.rooms.rq.clock_to(now);
+        // One `Effects`, built where it is returned: both paths fill it.
+        let mut fx = Effects::default();
         let mut task = self
             .rooms
             .rq
@@ -174,10 +176,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                 self.policy
                     .flag_consumed(&m, LlcId::from_raw(l), &mut task.policy);
             }
-            let mut fx = Effects {
-                park: Park::Returned,
-                ..Effects::default()
-            };
+            fx.park = Park::Returned;
             fx.trace.push(Trace::ParkReturned { task: task.id });
             fx.switch = Some(Switch::Run(task.id));
             self.rooms.rq.current = Some(task);
@@ -187,10 +186,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         self.balancer.ran(self.id, sh.topology(), &mut task, now);
         task.sleep_deadline = deadline;
         let id = task.id;
-        let mut fx = Effects {
-            park: Park::Parked,
-            ..Effects::default()
-        };
+        fx.park = Park::Parked;
         fx.trace.push(Trace::Parked { task: id });
         // From here a waker that won `Parked -> Waking` may take it (it
         // waits for this store, as Linux's waker waits for `p->on_cpu`).

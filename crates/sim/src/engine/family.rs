@@ -33,10 +33,10 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
             .spawn(&self.sh, spec, self.now)
             .expect("start a task");
         let (id, fx) = (s.task, s.effects);
-        self.apply(c, fx);
+        self.apply(c, &fx);
         if mask != CpuSet::single(c) {
             let fx = self.sched[c.index()].set_mask(&self.sh, id, mask, self.now);
-            self.apply(c, fx);
+            self.apply(c, &fx);
         }
         let code = self.code.compile(&def.program, &mut self.objects);
         let mut real = spec;
@@ -167,7 +167,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
         self.task(child).process = process;
         self.task(child).parent = Some(task);
         self.task(task).children.push(child);
-        self.apply(cpu, fx);
+        self.apply(cpu, &fx);
         self.done(task)
     }
 
@@ -182,7 +182,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
             return self.done(task);
         }
         let fx = self.sched[cpu.index()].join(&self.sh, child, self.now, self.idle_depth);
-        self.apply_returning(cpu, task, fx)
+        self.apply_returning(cpu, task, &fx)
     }
 
     pub(super) fn op_join_any(&mut self, cpu: CpuId, task: TaskId) -> bool {
@@ -220,6 +220,6 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
         }
         let fx = self.sched[cpu.index()].exit(&self.sh, self.now, self.idle_depth);
         self.hw[cpu.index()].current = None;
-        self.apply(cpu, fx);
+        self.apply(cpu, &fx);
     }
 }

@@ -325,7 +325,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
             Instr::Yield => {
                 self.next_op(task);
                 let fx = self.sched[cpu.index()].yield_now(&self.sh, self.now, self.idle_depth);
-                self.apply_returning(cpu, task, fx)
+                self.apply_returning(cpu, task, &fx)
             }
             Instr::LoopStart { .. } | Instr::LoopEnd { .. } => unreachable!("stepped, not run"),
         }
@@ -546,7 +546,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
         st.op_started = true;
         let c = &mut self.sched[cpu.index()];
         let fx = c.sleep_until(&self.sh, at, self.now, self.idle_depth);
-        if self.apply_returning(cpu, task, fx) {
+        if self.apply_returning(cpu, task, &fx) {
             return self.done(task);
         }
         false

@@ -312,7 +312,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
         // Every CPU starts idle: one pass each.
         for c in 0..n {
             let fx = self.sched[c].pass(&self.sh, 0, self.idle_depth);
-            self.apply(CpuId::new(c), fx);
+            self.apply(CpuId::new(c), &fx);
         }
         // Where `start_in` tasks begin: a fourth stream of the seed.
         let mut boot = stream(seed, 3);
@@ -498,7 +498,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
                 }
                 self.record(|| format!("tick {cpu:?}"), event_word(3, cpu, 0));
                 let fx = self.sched[cpu.index()].tick(&self.sh, self.now);
-                self.apply(cpu, fx);
+                self.apply(cpu, &fx);
                 self.arm_tick(cpu);
             }
             Ev::Timer { cpu } => {
@@ -524,7 +524,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
                 s.irq_enter();
                 let fx = s.wake(&self.sh, task, self.now);
                 s.irq_exit();
-                self.apply(cpu, fx);
+                self.apply(cpu, &fx);
             }
         }
     }
@@ -535,11 +535,11 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
             self.extend_current(cpu, self.cost.pass_ns);
         }
         let fx = self.sched[cpu.index()].pass(&self.sh, self.now, self.idle_depth);
-        self.apply(cpu, fx);
+        self.apply(cpu, &fx);
     }
 
     /// Carries out a scheduler decision for `cpu`.
-    fn apply(&mut self, cpu: CpuId, fx: Effects) {
+    fn apply(&mut self, cpu: CpuId, fx: &Effects) {
         for t in &fx.trace {
             let sh = &self.sh;
             self.rec
@@ -634,7 +634,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
 
     fn do_block(&mut self, cpu: CpuId, task: TaskId) {
         let fx = self.sched[cpu.index()].block(&self.sh, self.now, self.idle_depth);
-        if self.apply_returning(cpu, task, fx) {
+        if self.apply_returning(cpu, task, &fx) {
             // The park returned at once: re-check the op.
             self.hw[cpu.index()].current = Some(task);
             self.step_later(cpu);
@@ -652,7 +652,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
     /// (block, sleep, join: the scheduler says which, [`Park`]) or give up
     /// its CPU (yield: it runs on when the pass picked it again); `true`
     /// when the task runs on.
-    fn apply_returning(&mut self, cpu: CpuId, task: TaskId, fx: Effects) -> bool {
+    fn apply_returning(&mut self, cpu: CpuId, task: TaskId, fx: &Effects) -> bool {
         let runs_on = match fx.park {
             Park::Returned => true,
             Park::Parked => false,
@@ -665,7 +665,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
     fn wake(&mut self, cpu: CpuId, target: TaskId) {
         self.posted(target);
         let fx = self.sched[cpu.index()].wake(&self.sh, target, self.now);
-        self.apply(cpu, fx);
+        self.apply(cpu, &fx);
     }
 
     /// A program posted a wake to `target` now (`wake_lap` measures from
@@ -683,6 +683,6 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
     fn wake_sync(&mut self, cpu: CpuId, target: TaskId) {
         self.posted(target);
         let fx = self.sched[cpu.index()].wake_sync(&self.sh, target, self.now);
-        self.apply(cpu, fx);
+        self.apply(cpu, &fx);
     }
 }

@@ -59,7 +59,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
         self.next_op(task);
         self.set_spec_mask(task, mask);
         let fx = self.sched[cpu.index()].set_mask(&self.sh, task, mask, self.now);
-        self.apply(cpu, fx);
+        self.apply(cpu, &fx);
         if mask.contains(cpu) {
             return true;
         }
@@ -67,6 +67,6 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
         // caller before it returns: affine_move_task()): this CPU
         // schedules now, and the program goes on where the task runs next.
         let fx = self.sched[cpu.index()].pass(&self.sh, self.now, self.idle_depth);
-        self.apply_returning(cpu, task, fx)
+        self.apply_returning(cpu, task, &fx)
     }
 }
