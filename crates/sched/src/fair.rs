@@ -276,6 +276,27 @@ pub fn pick_eevdf<'a>(
     cfg: &FairConfig,
     zero_v: i64,
 ) -> Pick {
+    // Alone, an entity is its own mean, so eligible: the running one alone
+    // is picked again, a queued one alone is picked (the general path
+    // below gives the same; `one_entity_alone_is_picked_as_the_mean_would`
+    // holds it). Most picks of a lightly loaded CPU are these.
+    let mut q = queue.clone();
+    match (q.next().is_some(), q.next().is_some(), curr) {
+        (false, _, Some(_)) => return Pick::Current,
+        (false, _, None) => return Pick::Nothing,
+        (true, false, None) => return Pick::Queued(0),
+        _ => {}
+    }
+    pick_eevdf_full(queue, curr, cfg, zero_v)
+}
+
+/// [`pick_eevdf`] over the weighted mean, whatever the queue.
+pub fn pick_eevdf_full<'a>(
+    queue: impl Iterator<Item = &'a Entity> + Clone,
+    curr: Option<&'a Entity>,
+    cfg: &FairConfig,
+    zero_v: i64,
+) -> Pick {
     let avg = Avg::of(queue.clone().chain(curr), zero_v);
     let curr = curr.filter(|c| avg.eligible(c.vruntime));
     if let Some(c) = curr {
@@ -332,6 +353,42 @@ pub fn place_entity<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn arb_entity() -> impl Strategy<Value = Entity> {
+        (
+            -20i8..=19,
+            -1_000_000i64..1_000_000,
+            0i64..5_000_000,
+            -3_000_000i64..3_000_000,
+        )
+            .prop_map(|(nice, v, d, p)| {
+                let mut e = Entity::new(nice, 2_800_000);
+                e.vruntime = v;
+                e.deadline = v + d;
+                e.vprot = v + p;
+                e
+            })
+    }
+
+    proptest! {
+        /// The shortcuts of `pick_eevdf` (one entity alone, or none) pick
+        /// what the weighted mean picks, for any entities, protection and
+        /// `RUN_TO_PARITY`.
+        #[test]
+        fn one_entity_alone_is_picked_as_the_mean_would(
+            queue in proptest::collection::vec(arb_entity(), 0..4),
+            curr in proptest::option::of(arb_entity()),
+            parity in any::<bool>(),
+            zero_v in -1_000_000i64..1_000_000,
+        ) {
+            let mut cfg = FairConfig::for_cpus(16);
+            cfg.run_to_parity = parity;
+            let fast = pick_eevdf(queue.iter(), curr.as_ref(), &cfg, zero_v);
+            let full = pick_eevdf_full(queue.iter(), curr.as_ref(), &cfg, zero_v);
+            prop_assert_eq!(fast, full, "queue {:?}, curr {:?}", queue, curr);
+        }
+    }
 
     fn ent(v: i64, w_nice: i8) -> Entity {
         let mut e = Entity::new(w_nice, 2_800_000);
