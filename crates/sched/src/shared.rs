@@ -243,7 +243,25 @@ impl<S: PolicyState> Shared<S> {
         self.cpus[cpu.index()].load()
     }
 
+    /// Publishes a CPU's numbers for other CPUs to read, in one go: its
+    /// load (running + queued), its fair tasks, its PELT averages.
+    #[inline]
+    pub(crate) fn publish_cpu(
+        &self,
+        cpu: CpuId,
+        load: u32,
+        fair_nr: u32,
+        avg: &crate::pelt::SchedAvg,
+    ) {
+        self.set_load(cpu, load);
+        self.cpus[cpu.index()]
+            .h_nr
+            .store(fair_nr, Ordering::Relaxed);
+        self.set_pelt(cpu, avg);
+    }
+
     /// Publishes a CPU's fair PELT averages for other CPUs to read.
+    #[inline]
     pub(crate) fn set_pelt(&self, cpu: CpuId, avg: &crate::pelt::SchedAvg) {
         let d = &self.cpus[cpu.index()];
         d.util
@@ -259,10 +277,6 @@ impl<S: PolicyState> Shared<S> {
     /// Fair tasks running or queued on `cpu`, as last published.
     pub fn fair_nr(&self, cpu: CpuId) -> u32 {
         self.cpus[cpu.index()].h_nr.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn set_fair_nr(&self, cpu: CpuId, n: u32) {
-        self.cpus[cpu.index()].h_nr.store(n, Ordering::Relaxed);
     }
 
     pub(crate) fn set_load(&self, cpu: CpuId, load: u32) {

@@ -94,15 +94,11 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// Publishes this CPU's load for balancing and, under core scheduling,
     /// its run queue to its core.
     pub(crate) fn publish(&mut self, sh: &Shared<P::TaskState>) {
-        sh.set_load(
-            self.id,
-            self.rooms.rq.current.is_some() as u32 + self.queued() as u32,
-        );
-        let fair = self.rooms.rq.fair.len()
-            + self.rooms.rq.current.as_ref().is_some_and(|t| !t.is_rt()) as usize;
-        sh.set_fair_nr(self.id, fair as u32);
+        let rq = &self.rooms.rq;
+        let load = rq.current.is_some() as u32 + rq.queued() as u32;
+        let fair = rq.fair.len() + rq.current.as_ref().is_some_and(|t| !t.is_rt()) as usize;
+        sh.publish_cpu(self.id, load, fair as u32, &rq.avg);
         self.balancer.publish(&cx!(self, sh));
-        sh.set_pelt(self.id, &self.rooms.rq.avg);
         publish_core(self.id, sh, &self.rooms.pick, &mut self.rooms.rq);
     }
 
