@@ -360,13 +360,20 @@ impl Recorder {
     }
 
     /// An engine event: its time and words into the hash.
+    #[inline]
     pub fn record(&mut self, now: u64, text: impl FnOnce() -> String, words: &[u64]) {
         self.hash ^= now;
         self.hash = fnv(self.hash.wrapping_mul(FNV_PRIME), words);
         if self.keep_log {
-            let t = text();
-            self.out.log.push(format!("{now} {t}"));
+            self.log(now, text());
         }
+    }
+
+    // Out of line: only a run that keeps its text log comes here.
+    #[cold]
+    #[inline(never)]
+    fn log(&mut self, now: u64, t: String) {
+        self.out.log.push(format!("{now} {t}"));
     }
 
     /// An LLC's warm bytes changed (the event log only).
@@ -399,6 +406,22 @@ impl Recorder {
         }
         let words = encode(cpu, t);
         self.record(now, || format!("{cpu:?} {t:?}"), &words);
+        if self.wakers.is_some() || self.keep_events {
+            self.trace_logs(now, cpu, t, owner);
+        }
+    }
+
+    /// The rest of [`Recorder::trace`], for a run that counts wakes by
+    /// waker or keeps the event log (out of line: most runs do neither).
+    #[cold]
+    #[inline(never)]
+    fn trace_logs(
+        &mut self,
+        now: u64,
+        cpu: CpuId,
+        t: &Trace,
+        owner: impl FnOnce(TaskId) -> CpuId,
+    ) {
         if let (
             Some(w),
             Trace::Wake {
