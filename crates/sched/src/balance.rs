@@ -75,9 +75,8 @@ impl Seed {
         let target = cx
             .sh
             .topology()
-            .rings(cx.cpu)
-            .iter()
-            .find_map(|ring| idle_among(&m, ring, cx.cpu, &mask, &avoid));
+            .rings_outward(cx.cpu)
+            .find_map(|ring| idle_among(&m, &ring, cx.cpu, &mask, &avoid));
         if let Some(to) = target {
             req.push(Request::Send {
                 task: id,
@@ -103,9 +102,8 @@ impl Seed {
         let victim = cx
             .sh
             .topology()
-            .rings(cx.cpu)
-            .iter()
-            .find_map(|ring| busiest(cx.sh, ring, &over, cx.cpu));
+            .rings_outward(cx.cpu)
+            .find_map(|ring| busiest(cx.sh, &ring, &over, cx.cpu));
         if let Some(victim) = victim {
             req.push(Request::Ask { victim });
         }

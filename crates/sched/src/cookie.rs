@@ -38,9 +38,8 @@ pub(crate) fn cookie_victim<S: PolicyState>(cpu: CpuId, sh: &Shared<S>) -> Optio
     sib.or_else(|| {
         let topo = sh.topology();
         let over = sh.overloaded_cpus() - *topo.core_cpus(cpu);
-        topo.rings(cpu)
-            .iter()
-            .find_map(|ring| busiest(sh, ring, &over, cpu))
+        topo.rings_outward(cpu)
+            .find_map(|ring| busiest(sh, &ring, &over, cpu))
     })
     .map(|v| (v, c))
 }

@@ -415,13 +415,7 @@ impl Recorder {
     /// waker or keeps the event log (out of line: most runs do neither).
     #[cold]
     #[inline(never)]
-    fn trace_logs(
-        &mut self,
-        now: u64,
-        cpu: CpuId,
-        t: &Trace,
-        owner: impl FnOnce(TaskId) -> CpuId,
-    ) {
+    fn trace_logs(&mut self, now: u64, cpu: CpuId, t: &Trace, owner: impl FnOnce(TaskId) -> CpuId) {
         if let (
             Some(w),
             Trace::Wake {

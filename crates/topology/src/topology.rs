@@ -136,6 +136,10 @@ pub struct Topology {
     all: CpuSet,
     places: Vec<CpuPlace>,
     cores: Vec<CpuSet>,
+    /// Each core's CPUs as a list, in id order: a core has a few, and a
+    /// scan that asks of each of them (is this core free?) need not walk
+    /// the words of a set.
+    core_lists: Vec<Vec<CpuId>>,
     llcs: Vec<Llc>,
     nodes: Vec<Node>,
 }
@@ -412,11 +416,13 @@ impl Topology {
                     .collect(),
             })
             .collect();
+        let core_lists = cores.iter().map(|c| c.iter().collect()).collect();
         Ok(Topology {
             name: String::from(name),
             all,
             places,
             cores,
+            core_lists,
             llcs: llc_list,
             nodes: node_out,
         })
@@ -484,6 +490,12 @@ impl Topology {
         &self.cores[self.places[cpu.index()].core as usize]
     }
 
+    /// The CPUs of `cpu`'s SMT core, `cpu` included, in id order: the
+    /// members of [`Topology::core_cpus`] as a list.
+    pub fn core_siblings(&self, cpu: CpuId) -> &[CpuId] {
+        &self.core_lists[self.places[cpu.index()].core as usize]
+    }
+
     /// The CPUs of `cpu`'s LLC.
     pub fn llc_cpus(&self, cpu: CpuId) -> &CpuSet {
         &self.llcs[self.places[cpu.index()].llc as usize].cpus
@@ -540,6 +552,16 @@ impl Topology {
         [llc, node - llc, self.all - node]
     }
 
+    /// [`Topology::rings`], each built when the walk reaches it: a search
+    /// that stops in the LLC (most do) builds one set, not three.
+    pub fn rings_outward(&self, cpu: CpuId) -> impl Iterator<Item = CpuSet> + '_ {
+        (0..3).map(move |k| match k {
+            0 => *self.llc_cpus(cpu),
+            1 => *self.node_cpus(cpu) - *self.llc_cpus(cpu),
+            _ => self.all - *self.node_cpus(cpu),
+        })
+    }
+
     /// The nearest level both CPUs share.
     pub fn level_between(&self, a: CpuId, b: CpuId) -> Level {
         let (pa, pb) = (self.place(a), self.place(b));
@@ -590,104 +612,4 @@ fn covers(level: &'static str, all: &CpuSet, got: &CpuSet) -> Result<(), Topolog
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cpuset::parse_cpulist;
-
-    fn s(t: &str) -> CpuSet {
-        parse_cpulist(t).unwrap()
-    }
-
-    #[test]
-    fn groups_are_canonical_whatever_the_source_order() {
-        let a = Topology::from_groups("x", &[s("2-3"), s("0-1")], &[s("0-3")], &[(0, s("0-3"))])
-            .unwrap();
-        assert_eq!(a.cores(), &[s("0-1"), s("2-3")]);
-        assert_eq!(a.llc_id(CpuId::new(3)), LlcId(0));
-        assert_eq!(a.level_between(CpuId::new(0), CpuId::new(1)), Level::Smt);
-        assert_eq!(a.level_between(CpuId::new(0), CpuId::new(2)), Level::Llc);
-        assert_eq!(a.level_between(CpuId::new(2), CpuId::new(2)), Level::Same);
-    }
-
-    #[test]
-    fn validation_names_what_is_wrong() {
-        let e = Topology::from_groups("x", &[s("0-1"), s("1-2")], &[s("0-2")], &[(0, s("0-2"))])
-            .unwrap_err();
-        assert_eq!(
-            e,
-            TopologyError::ListedTwice {
-                level: "SMT core",
-                cpu: CpuId::new(1)
-            }
-        );
-        let e = Topology::from_groups("x", &[s("0"), s("2")], &[s("0,2")], &[(0, s("0,2"))])
-            .unwrap_err();
-        assert!(
-            matches!(e, TopologyError::NotDense { missing, .. } if missing == CpuId::new(1)),
-            "{e}"
-        );
-        let e = Topology::from_groups("x", &[s("0-1")], &[s("0"), s("1")], &[(0, s("0-1"))])
-            .unwrap_err();
-        assert!(matches!(e, TopologyError::CoreSpansLlcs { .. }), "{e}");
-        let e = Topology::from_groups(
-            "x",
-            &[s("0"), s("1")],
-            &[s("0-1")],
-            &[(0, s("0")), (1, s("1"))],
-        )
-        .unwrap_err();
-        assert_eq!(
-            e,
-            TopologyError::LlcSpansNodes {
-                llc: s("0-1"),
-                node_a: 0,
-                node_b: 1,
-                cpu_b: CpuId::new(1)
-            },
-            "{e}"
-        );
-        let e =
-            Topology::from_groups("x", &[s("0"), s("1")], &[s("0")], &[(0, s("0-1"))]).unwrap_err();
-        assert!(
-            matches!(e, TopologyError::Uncovered { level: "LLC", .. }),
-            "{e}"
-        );
-        let e = Topology::from_groups("x", &[], &[], &[]).unwrap_err();
-        assert_eq!(e, TopologyError::NoCpus);
-    }
-
-    #[test]
-    fn split_and_adjacent_shapes() {
-        let adj = Shape {
-            nodes: 1,
-            llcs_per_node: 2,
-            cores_per_llc: 4,
-            threads_per_core: 2,
-            siblings: Siblings::Adjacent,
-        }
-        .build("a")
-        .unwrap();
-        assert_eq!(adj.core_cpus(CpuId::new(5)), &s("4-5"));
-        assert_eq!(adj.llc_cpus(CpuId::new(9)), &s("8-15"));
-        let split = Shape {
-            siblings: Siblings::Split,
-            ..Shape {
-                nodes: 2,
-                llcs_per_node: 1,
-                cores_per_llc: 4,
-                threads_per_core: 2,
-                siblings: Siblings::Adjacent,
-            }
-        }
-        .build("b")
-        .unwrap();
-        assert_eq!(split.core_cpus(CpuId::new(1)), &s("1,9"));
-        assert_eq!(split.llc_cpus(CpuId::new(1)), &s("0-3,8-11"));
-        assert_eq!(split.llc_id(CpuId::new(12)), LlcId(4));
-        assert_eq!(
-            split.level_between(CpuId::new(0), CpuId::new(4)),
-            Level::Machine
-        );
-        assert_eq!(split.nodes()[1].llcs, [1]);
-    }
-}
+mod tests;

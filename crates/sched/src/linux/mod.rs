@@ -288,7 +288,7 @@ impl Linux {
         let topo = m.topology();
         topo.llc_cpus(cpu)
             .iter()
-            .any(|c| topo.core_cpus(c).iter().all(|s| Self::idle(m, s)))
+            .any(|c| topo.core_siblings(c).iter().all(|&s| Self::idle(m, s)))
     }
 
     /// `select_idle_cpu()` over the LLC of `target`, in the task's mask.

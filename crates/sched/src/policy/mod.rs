@@ -189,9 +189,9 @@ pub fn toward_its_waker(m: &Machine<'_>, waker: CpuId, mask: &CpuSet) -> Option<
 /// that is rung is about to be busy.
 pub fn free_core(m: &Machine<'_>, cpu: CpuId) -> bool {
     m.topology()
-        .core_cpus(cpu)
+        .core_siblings(cpu)
         .iter()
-        .all(|c| m.sleeping_unrung(c))
+        .all(|&c| m.sleeping_unrung(c))
 }
 
 /// The best idle CPU of `scope`: in `mask`, not in `avoid`, asleep with no
@@ -228,9 +228,8 @@ pub fn idle_among(
 pub fn nearest_in_mask(m: &Machine<'_>, cpu: CpuId, mask: &CpuSet) -> Option<CpuId> {
     let topo = m.topology();
     let none = CpuSet::new();
-    topo.rings(cpu)
-        .iter()
-        .find_map(|ring| idle_among(m, ring, cpu, mask, &none))
+    topo.rings_outward(cpu)
+        .find_map(|ring| idle_among(m, &ring, cpu, mask, &none))
         .or_else(|| mask.iter_from(cpu).find(|c| topo.contains(*c)))
 }
 
