@@ -44,6 +44,7 @@ declare -A what=(
   [balance-read-early]="scenarios: a named balance = \"on\" is read without the policy the run ends with"
   [cas-wake-never]="linux-cas-wake: select_cache_cpu() always keeps prev (no steering at wake)"
   [lb-not-brought]="waker-streak+lb: the policy does not bring Linux's balancer"
+  [pick-pair-shortcut]="pick_eevdf: the running task beside one queued is picked again without the weighted mean"
   [cas-no-overload-guard]="linux-cas: no thread-count or utilization guard (always toward the preferred LLC, never out of it)"
 )
 if [ $# -gt 0 ]; then
