@@ -1,4 +1,4 @@
-//! `schedlab record [--out DIR] [--duration S] [--buffer-kb KB] -- CMD ARGS...`
+//! `schedlab record [--out DIR] [--duration S] [--buffer-kb KB] [--edges inbox|pair] -- CMD ARGS...`
 //! (or `--pid PID --duration S`, a running process's threads):
 //! a program's real schedule, recorded by the kernel (root: tracefs) and
 //! written as three files in DIR:
@@ -11,7 +11,9 @@
 //!   out (threads outside it, wakes of threads that had not blocked,
 //!   pages of events the kernel lost);
 //! * `replay.toml`: a scenario file that replays it
-//!   (`schedlab_real::replay` says how each thread's program is rebuilt).
+//!   (`schedlab_real::replay` says how each thread's program is rebuilt;
+//!   `--edges` chooses whether a wake goes through the woken thread's
+//!   inbox, the default, or the pair's own pipe: `replay::Edges`).
 //!   It names no topology: `schedlab run DIR/replay.toml --topology T
 //!   --policy P` replays it on any machine under any policy. Its figures:
 //!   the makespan (the first thread's program, from its start to its end:
@@ -84,6 +86,12 @@ pub struct RecordArgs {
     /// close it comes (the module doc's table and tolerances).
     #[arg(long)]
     check: bool,
+    /// Which pipe a wake edge goes through in the replay: the woken
+    /// thread's own (`inbox`: any of its wakers ends any of its waits, as
+    /// on a socket many threads write) or the pair's (`pair`: each wait
+    /// waits for the waker the kernel saw, as a handoff does).
+    #[arg(long, value_enum, default_value_t = EdgesArg::Inbox)]
+    edges: EdgesArg,
     /// Record this running process (every thread it has and every task
     /// they start) for --duration, instead of a command; it goes on after.
     #[arg(
@@ -99,6 +107,22 @@ pub struct RecordArgs {
 }
 
 /// What was recorded, in words: the command, or the process.
+/// `--edges` (`schedlab_real::replay::Edges`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum EdgesArg {
+    Inbox,
+    Pair,
+}
+
+impl From<EdgesArg> for replay::Edges {
+    fn from(e: EdgesArg) -> replay::Edges {
+        match e {
+            EdgesArg::Inbox => replay::Edges::Inbox,
+            EdgesArg::Pair => replay::Edges::Pair,
+        }
+    }
+}
+
 fn what(a: &RecordArgs) -> String {
     match a.pid {
         Some(p) => format!("pid {p}"),
@@ -181,7 +205,13 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
         .iter()
         .map(|(id, t)| (*id, t.name.clone()))
         .collect();
-    let conv = replay::convert(&rec.record.events, &rec.life, &names, rec.wall_ns);
+    let conv = replay::convert(
+        &rec.record.events,
+        &rec.life,
+        &names,
+        rec.wall_ns,
+        a.edges.into(),
+    );
     std::fs::create_dir_all(&a.out)
         .map_err(|e| Failure::Input(format!("{}: {e}", a.out.display())))?;
     let write = |file: &str, bytes: &[u8]| -> Result<PathBuf, Failure> {

@@ -76,22 +76,31 @@ fn a_recorded_pipeline_replays_with_its_wake_edges() {
         .expect("replay.toml is TOML");
     let edges = summary["replay"]["wake_edges"].as_array().expect("edges");
     assert!(!edges.is_empty(), "the pipeline's threads wake each other");
+    // Each woken thread's inbox goes by its tid (`comm-TID`): every waker
+    // writes a byte there per recorded wake, and the woken thread reads
+    // one per wake from any of them.
+    let tid = |n: &str| n.rsplit_once('-').map_or(n, |(_, t)| t).to_string();
+    let mut woken: std::collections::BTreeMap<&str, usize> = Default::default();
     for e in edges {
         let (w, t, n) = (
             e["waker"].as_str().unwrap(),
             e["wakee"].as_str().unwrap(),
             e["wakes"].as_u64().unwrap() as usize,
         );
-        // Edges go by the threads' tids (`comm-TID`).
-        let tid = |n: &str| n.rsplit_once('-').map_or(n, |(_, t)| t).to_string();
-        let pipe = format!("{}>{}", tid(w), tid(t));
+        let pipe = format!("to>{}", tid(t));
         assert_eq!(
-            (
-                ops(&replay, w, "pipe_write", &pipe),
-                ops(&replay, t, "pipe_read", &pipe)
-            ),
-            (n, n),
-            "edge {pipe}: {n} wakes recorded, one byte written and read per wake"
+            ops(&replay, w, "pipe_write", &pipe),
+            n,
+            "edge {w} -> {t}: {n} wakes recorded, one byte written per wake"
+        );
+        *woken.entry(t).or_default() += n;
+    }
+    for (t, n) in woken {
+        let pipe = format!("to>{}", tid(t));
+        assert_eq!(
+            ops(&replay, t, "pipe_read", &pipe),
+            n,
+            "{t}: woken {n} times by recorded threads, one byte read per wake"
         );
     }
     let (code, out, err) = schedlab(&[
@@ -110,6 +119,40 @@ fn a_recorded_pipeline_replays_with_its_wake_edges() {
         "the first thread's program ran to its end: {}",
         v["runs"][0]["figures"]
     );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn edges_pair_gives_each_waker_and_woken_pair_its_own_pipe() {
+    let d = dir("pair");
+    let out = d.to_str().unwrap();
+    let (code, _, err) = schedlab(&[
+        "record",
+        "--edges",
+        "pair",
+        "--out",
+        out,
+        "--",
+        "sh",
+        "-c",
+        "yes | head -c 400000 | wc -c > /dev/null",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(d.join("replay.toml")).unwrap();
+    let pipes: Vec<&str> = text
+        .split("pipe=\"")
+        .skip(1)
+        .map(|p| p.split('"').next().unwrap())
+        .filter(|p| !p.starts_with("fork>"))
+        .collect();
+    assert!(!pipes.is_empty(), "the pipeline's wakes are edges: {text}");
+    for p in pipes {
+        let (w, t) = p.split_once('>').expect("W>T");
+        assert!(
+            w != "to" && w.bytes().all(|b| b.is_ascii_digit()) && !t.is_empty(),
+            "a pair's pipe is named by the waker's and the woken thread's tids: {p}"
+        );
+    }
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -9,13 +9,16 @@
 //! * **A block** (switched out not runnable) ends with the wake that makes
 //!   it runnable again (its first `sched_waking` after the block):
 //!   - posted by another recorded thread W: a wake edge. The blocked
-//!     thread's program reads one byte from a pipe of the pair (`W>T`),
-//!     and W's program writes one byte to it at the same point of its own
-//!     sequence (its burst split there). A pipe counts: each wake is one
-//!     byte, each wait takes one, so the pair's order is free (a wake that
-//!     comes first lets the later wait pass) and no wake is lost when
-//!     several come before a wait (a futex's generation would fold them
-//!     into one, and the replay would wait for ever);
+//!     thread's program reads one byte from a pipe, and W's program writes
+//!     one byte to it at the same point of its own sequence (its burst
+//!     split there). The pipe is the woken thread's own (`to>T`, its
+//!     inbox: [`Edges::Inbox`], the default), so any of its recorded
+//!     wakers' bytes ends any of its waits; or the pair's (`W>T`:
+//!     [`Edges::Pair`]), so each wait waits for the one waker the kernel
+//!     saw. A pipe counts: each wake is one byte, each wait takes one, so
+//!     a wake that comes first lets the later wait pass and no wake is
+//!     lost when several come before a wait (a futex's generation would
+//!     fold them into one, and the replay would wait for ever);
 //!   - posted from an interrupt or by a thread outside the recording (a
 //!     timer, a device, the shell): a `sleep` of the time it was blocked.
 //!
@@ -124,7 +127,41 @@ impl Thread {
     }
 }
 
-/// The pipe a wake edge from `w` to `t` goes through: `W>T`, each thread
+/// Which pipe a wake edge goes through (module doc).
+///
+/// A thread blocked on a socket or a pipe that many threads write is woken
+/// by whichever writes first; the kernel's record names that one, but
+/// another would have done. With a pipe per pair the replay makes the
+/// woken thread wait for that one waker while the others' bytes pile up
+/// in their own pipes, and every byte that is there before its wait is a
+/// block, and a wake, lost: replaying one recording of `hackbench -g 2 -l
+/// 50`, 1,540 of the 1,997 writes that woke no one found the receiver
+/// waiting at another sender's pipe, and the replay kept a third of the
+/// recorded wakes; with the woken thread's inbox it kept three quarters
+/// (on three other recordings it gained less: docs/RECORD.md).
+/// The inbox's cost: a wait that only one thread could end in the kernel
+/// (a handoff, a join) may be ended early by another of its wakers' bytes;
+/// `Pair` keeps each wait to its recorded waker. Both keep every edge's
+/// two points and the number of wakes, and neither can deadlock: the
+/// recording's own order satisfies every wait of either.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Edges {
+    /// A pipe per woken thread: `to>T`.
+    #[default]
+    Inbox,
+    /// A pipe per (waker, woken) pair: `W>T`.
+    Pair,
+}
+
+/// The pipe a wake edge from `w` to `t` goes through under `edges`.
+pub fn pipe(edges: Edges, names: &BTreeMap<TaskId, String>, w: TaskId, t: TaskId) -> String {
+    match edges {
+        Edges::Inbox => format!("to>{}", short(names, t)),
+        Edges::Pair => edge(names, w, t),
+    }
+}
+
+/// The pipe of the pair `w` to `t`: `W>T`, each thread
 /// by its thread id when its name ends in one (`comm-TID`, as recordings
 /// name threads), else by its name. Tids keep a replay of hundreds of
 /// thousands of edges small, and each still names its threads.
@@ -163,6 +200,7 @@ pub fn convert(
     life: &Life,
     names: &BTreeMap<TaskId, String>,
     end: u64,
+    edges: Edges,
 ) -> Converted {
     let mut items: Vec<(u64, usize, Item)> = Vec::new();
     for (i, e) in events.iter().enumerate() {
@@ -221,7 +259,7 @@ pub fn convert(
                     };
                     match w {
                         Some(w) => {
-                            let f = edge(names, w, task);
+                            let f = pipe(edges, names, w, task);
                             let ws = th.get_mut(&w).expect("ours");
                             ws.flush(at);
                             ws.program.push(wake_of(f.clone()));
@@ -330,7 +368,7 @@ mod tests {
         // b had not blocked in the recording when a woke it (it was
         // runnable, waiting for the CPU): an early wake, left out.
         let n = names(&[(1, "a"), (2, "b")]);
-        let c = convert(&ev, &Life::default(), &n, 100);
+        let c = convert(&ev, &Life::default(), &n, 100, Edges::Pair);
         assert_eq!(
             c.threads[&TaskId(1)].program,
             [
@@ -370,7 +408,7 @@ mod tests {
         ev.push(wake(20, 4, Some(1)));
         ev.push(sw(25, 0, Some(1), Exited, None));
         let n = names(&[(1, "d"), (2, "w0"), (3, "w1"), (4, "w2")]);
-        let c = convert(&ev, &Life::default(), &n, 100);
+        let c = convert(&ev, &Life::default(), &n, 100, Edges::Pair);
         let wk = |f: &str| wake_of(f.into());
         assert_eq!(
             c.threads[&TaskId(1)].program,
@@ -394,6 +432,45 @@ mod tests {
         assert_eq!(c.edges.len(), 3);
     }
 
+    /// A fan-in: r blocks twice, woken first by a, then by b. In its inbox
+    /// both wakes are bytes of one pipe, so either ends either wait; per
+    /// pair, each wait is its recorded waker's.
+    #[test]
+    fn a_fan_in_goes_through_the_woken_threads_inbox() {
+        let ev = [
+            sw(0, 0, None, Runnable, Some(3)),
+            sw(5, 0, Some(3), Blocked, None),
+            sw(0, 1, None, Runnable, Some(1)),
+            wake(10, 3, Some(1)),
+            sw(12, 0, None, Runnable, Some(3)),
+            sw(20, 0, Some(3), Blocked, Some(2)),
+            wake(30, 3, Some(2)),
+            sw(31, 0, Some(2), Exited, Some(3)),
+        ];
+        let n = names(&[(1, "a"), (2, "b"), (3, "r")]);
+        let inbox = convert(&ev, &Life::default(), &n, 100, Edges::Inbox);
+        let waits = |f: &str, g: &str| {
+            [
+                vec![Op::Run(5)],
+                wait_on(f.into()).to_vec(),
+                vec![Op::Run(8)],
+                wait_on(g.into()).to_vec(),
+                // From b's exit to the recording's end.
+                vec![Op::Run(69)],
+            ]
+            .concat()
+        };
+        assert_eq!(inbox.threads[&TaskId(3)].program, waits("to>r", "to>r"));
+        assert_eq!(inbox.threads[&TaskId(1)].program[1], wake_of("to>r".into()));
+        assert_eq!(inbox.threads[&TaskId(2)].program[1], wake_of("to>r".into()));
+        let pair = convert(&ev, &Life::default(), &n, 100, Edges::Pair);
+        assert_eq!(pair.threads[&TaskId(3)].program, waits("a>r", "b>r"));
+        assert_eq!(pair.threads[&TaskId(2)].program[1], wake_of("b>r".into()));
+        for c in [&inbox, &pair] {
+            assert_eq!(c.edges.len(), 2, "both edges counted, whatever the pipe");
+        }
+    }
+
     /// A fork and an exit: the child waits for its parent's fork point;
     /// the exit ends its program.
     #[test]
@@ -409,7 +486,7 @@ mod tests {
             exits: vec![(70, TaskId(2)), (90, TaskId(1))],
         };
         let n = names(&[(1, "p"), (2, "c")]);
-        let c = convert(&ev, &life, &n, 100);
+        let c = convert(&ev, &life, &n, 100, Edges::default());
         assert_eq!(
             c.threads[&TaskId(1)].program,
             vec![Op::Run(30), wake_of("fork>c".into()), Op::Run(60)]
@@ -434,7 +511,7 @@ mod tests {
             sw(1_300, 0, Some(1), Blocked, None),
         ];
         let n = names(&[(1, "s")]);
-        let c = convert(&ev, &Life::default(), &n, 2_000);
+        let c = convert(&ev, &Life::default(), &n, 2_000, Edges::default());
         assert_eq!(
             c.threads[&TaskId(1)].program,
             vec![Op::Run(150), Op::Sleep(1_000), Op::Run(50)],
@@ -458,7 +535,7 @@ mod tests {
             wake(160, 1, Some(7)),
         ];
         let n = names(&[(1, "x")]);
-        let c = convert(&ev, &Life::default(), &n, 200);
+        let c = convert(&ev, &Life::default(), &n, 200, Edges::default());
         let p = &c.threads[&TaskId(1)].program;
         let run: u64 = p
             .iter()
