@@ -153,20 +153,16 @@ pub enum Edges {
     Pair,
 }
 
-/// The pipe a wake edge from `w` to `t` goes through under `edges`.
+/// The pipe a wake edge from `w` to `t` goes through under `edges`:
+/// `to>T` or `W>T`, each thread by its thread id when its name ends in one
+/// (`comm-TID`, as recordings name threads), else by its name. Tids keep a
+/// replay of hundreds of thousands of edges small, and each still names
+/// its threads.
 pub fn pipe(edges: Edges, names: &BTreeMap<TaskId, String>, w: TaskId, t: TaskId) -> String {
     match edges {
         Edges::Inbox => format!("to>{}", short(names, t)),
-        Edges::Pair => edge(names, w, t),
+        Edges::Pair => format!("{}>{}", short(names, w), short(names, t)),
     }
-}
-
-/// The pipe of the pair `w` to `t`: `W>T`, each thread
-/// by its thread id when its name ends in one (`comm-TID`, as recordings
-/// name threads), else by its name. Tids keep a replay of hundreds of
-/// thousands of edges small, and each still names its threads.
-pub fn edge(names: &BTreeMap<TaskId, String>, w: TaskId, t: TaskId) -> String {
-    format!("{}>{}", short(names, w), short(names, t))
 }
 
 /// A thread's tid from its `comm-TID` name, or the whole name.

@@ -291,7 +291,7 @@ pub fn pick_eevdf<'a>(
 }
 
 /// [`pick_eevdf`] over the weighted mean, whatever the queue.
-pub fn pick_eevdf_full<'a>(
+fn pick_eevdf_full<'a>(
     queue: impl Iterator<Item = &'a Entity> + Clone,
     curr: Option<&'a Entity>,
     cfg: &FairConfig,

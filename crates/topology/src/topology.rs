@@ -547,19 +547,22 @@ impl Topology {
     /// walks these, scanning each ring in id order from `cpu` on, and takes
     /// the first ring that has an answer.
     pub fn rings(&self, cpu: CpuId) -> [CpuSet; 3] {
-        let llc = *self.llc_cpus(cpu);
-        let node = *self.node_cpus(cpu);
-        [llc, node - llc, self.all - node]
+        [0, 1, 2].map(|k| self.ring(cpu, k))
     }
 
     /// [`Topology::rings`], each built when the walk reaches it: a search
     /// that stops in the LLC (most do) builds one set, not three.
     pub fn rings_outward(&self, cpu: CpuId) -> impl Iterator<Item = CpuSet> + '_ {
-        (0..3).map(move |k| match k {
+        (0..3).map(move |k| self.ring(cpu, k))
+    }
+
+    /// Ring `k` (0, 1 or 2) of [`Topology::rings`].
+    fn ring(&self, cpu: CpuId, k: usize) -> CpuSet {
+        match k {
             0 => *self.llc_cpus(cpu),
             1 => *self.node_cpus(cpu) - *self.llc_cpus(cpu),
             _ => self.all - *self.node_cpus(cpu),
-        })
+        }
     }
 
     /// The nearest level both CPUs share.
