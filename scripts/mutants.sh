@@ -46,6 +46,7 @@ declare -A what=(
   [lb-not-brought]="waker-streak+lb: the policy does not bring Linux's balancer"
   [pick-pair-shortcut]="pick_eevdf: the running task beside one queued is picked again without the weighted mean"
   [cas-no-overload-guard]="linux-cas: no thread-count or utilization guard (always toward the preferred LLC, never out of it)"
+  [shadow-lag-ignored]="shadow: a woken entity is placed at V, its lag ignored"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")
@@ -73,6 +74,9 @@ for m in "${muts[@]}"; do
   # Release: the mask mutant trips debug asserts at once; we want the tests'
   # own assertions to be what goes red.
   cargo test -p schedlab-sched -p schedlab-sim -p schedlab-scenarios -p schedlab --release --no-fail-fast >"$log" 2>&1
+  # The real executor's tests that need no root: its unit tests and the
+  # shadow's (the kernel's own tests run as root in CI, not here).
+  cargo test -p schedlab-real --release --no-fail-fast --lib --test shadow >>"$log" 2>&1
   restore
   red=$(grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u | tr '\n' ' ')
   if grep -qE '^error: could not compile' "$log"; then

@@ -2,8 +2,10 @@
 //! record needs it): a small real program recorded, its three files
 //! written, each recorded wake edge kept in the replay's programs (one
 //! byte written by the waker and one read by the wakee per wake), and the
-//! replay run to its end. A failing command's exit code is passed on, its
-//! files still written. Semantics only, never timings.
+//! replay run to its end, and the kernel's picks held to the model's
+//! (some compared; the share that agrees is this machine's, not asserted).
+//! A failing command's exit code is passed on, its files still written.
+//! Semantics only, never timings.
 
 mod common;
 
@@ -35,8 +37,38 @@ fn check_rows(stdout: &str) {
         "wake edges (pairs) kept",
         "threads with CPU time within 1.25x",
         "switches while runnable (preempted)",
+        "+ DELAY_DEQUEUE + NEXT_BUDDY",
     ] {
         assert!(stdout.contains(row), "--check prints {row:?}: {stdout}");
+    }
+}
+
+/// The three files are in `d`: the summary, read.
+fn written(d: &std::path::Path) -> Value {
+    for f in ["trace.pftrace", "summary.json", "replay.toml"] {
+        assert!(d.join(f).exists(), "{f} written");
+    }
+    serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap()
+}
+
+/// The kernel's picks, decided again by the model (`summary.json`'s
+/// `shadow`): some were compared, and no more agree than were compared.
+fn shadow_compared(summary: &Value) {
+    for rules in [
+        "model",
+        "with_delay_dequeue",
+        "with_delay_dequeue_and_next_buddy",
+    ] {
+        let a = &summary["shadow"][rules];
+        let n = |k: &str| a[k].as_u64().expect("a count");
+        assert!(
+            n("picks") > 0,
+            "{rules}: the pipeline's picks compared: {a}"
+        );
+        assert!(
+            n("picks_same") + n("picks_tie") <= n("picks"),
+            "{rules}: {a}"
+        );
     }
 }
 
@@ -57,11 +89,7 @@ fn a_recorded_pipeline_replays_with_its_wake_edges() {
     assert_eq!(code, 0, "{err}");
     assert!(stdout.contains("wake edges kept"), "{stdout}");
     check_rows(&stdout);
-    for f in ["trace.pftrace", "summary.json", "replay.toml"] {
-        assert!(d.join(f).exists(), "{f} written");
-    }
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap();
+    let summary = written(&d);
     let threads = summary["threads"].as_object().expect("threads");
     for comm in ["sh-", "yes-", "head-", "wc-"] {
         assert!(
@@ -70,6 +98,7 @@ fn a_recorded_pipeline_replays_with_its_wake_edges() {
             threads.keys()
         );
     }
+    shadow_compared(&summary);
     let text = std::fs::read_to_string(d.join("replay.toml")).unwrap();
     let replay: Value = toml::from_str::<toml::Value>(&text)
         .map(|v| serde_json::to_value(v).unwrap())

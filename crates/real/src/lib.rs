@@ -61,7 +61,9 @@
 //! [`recording`] runs any command under the same capture, following it
 //! through its forks and clones, and [`replay`] turns what the kernel
 //! recorded into one program per thread (`schedlab record`,
-//! `docs/RECORD.md`).
+//! `docs/RECORD.md`). [`shadow`] holds the model's fair class to the
+//! kernel's decisions: from the kernel's own record, the pick and the
+//! wake-up preemption the model would have made at each of the kernel's.
 //!
 //! ## What a real run cannot have
 //!
@@ -91,6 +93,7 @@ pub mod record;
 pub mod recording;
 pub mod replay;
 mod run;
+pub mod shadow;
 pub mod shm;
 pub mod sys;
 pub mod tracefs;

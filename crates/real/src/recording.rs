@@ -16,6 +16,7 @@ use schedlab_sim::sched::TaskId;
 
 use crate::record::{self, KernelRecord};
 use crate::replay::Life;
+use crate::shadow;
 use crate::tracefs::Capture;
 use crate::{sys, Error};
 
@@ -119,6 +120,8 @@ pub struct Recording {
     /// Raw events read, and pages the kernel said lost events before them.
     pub raw_events: usize,
     pub lost_pages: u64,
+    /// The kernel's decisions made again by the model's fair class.
+    pub shadow: shadow::Report,
 }
 
 /// The CPUs this machine has online (their count: the highest + 1).
@@ -201,6 +204,18 @@ fn finish(
             .filter_map(|&(at, t)| Some((at.saturating_sub(t0), *by_tid.get(&t)?)))
             .collect(),
     };
+    let tids: std::collections::BTreeSet<i32> = threads.values().map(|t| t.tid).collect();
+    // The kernel's own tick, where it can be read; else the model's.
+    let tick_ns = shadow::kernel_hz().map_or(
+        schedlab_sim::sched::fair::FairConfig::for_cpus(1).tick_ns,
+        |(hz, _)| 1_000_000_000 / hz.max(1),
+    );
+    let shadow = shadow::Report::of(
+        &shadow::events(&raw, &cap.formats),
+        &|tid| tids.contains(&tid),
+        ncpus(),
+        tick_ns,
+    );
     let mut outside: BTreeMap<String, u64> = BTreeMap::new();
     for t in rec.threads.values().filter(|t| !t.ours) {
         *outside.entry(t.name.clone()).or_default() += 1;
@@ -215,6 +230,7 @@ fn finish(
         outside,
         raw_events: raw.len(),
         lost_pages,
+        shadow,
     })
 }
 

@@ -1,0 +1,153 @@
+//! The shadow's events: from the kernel's raw record, from a simulated
+//! run's event log, and the kernel's tick.
+
+use std::collections::BTreeMap;
+
+use schedlab_sim::events::{Event, EventKind};
+use schedlab_sim::PrevState;
+
+use super::Ev;
+use crate::tracefs::{Format, Raw};
+
+/// `common_flags`: `TRACE_FLAG_NEED_RESCHED_LAZY | TRACE_FLAG_NEED_RESCHED`.
+const NEED_RESCHED: i64 = 0x02 | 0x04;
+/// `common_flags`: `TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ`.
+const IRQ: i64 = 0x08 | 0x10;
+
+/// The shadow's events from the kernel's raw record, in time order.
+pub fn events(raw: &[Raw], formats: &BTreeMap<u16, Format>) -> Vec<Ev> {
+    let mut sorted: Vec<&Raw> = raw.iter().collect();
+    sorted.sort_by_key(|e| e.ts);
+    let mut waking_resched: BTreeMap<i32, bool> = BTreeMap::new();
+    let mut out = Vec::new();
+    for e in sorted {
+        let Some(f) = formats.get(&e.id()) else {
+            continue;
+        };
+        let flags = e.int(f, "common_flags");
+        match f.name.as_str() {
+            "sched_waking" => {
+                waking_resched.insert(e.int(f, "pid") as i32, flags & NEED_RESCHED != 0);
+            }
+            "sched_wakeup" | "sched_wakeup_new" => {
+                let task = e.int(f, "pid") as i32;
+                let before = waking_resched.remove(&task);
+                out.push(Ev::Wakeup {
+                    at: e.ts,
+                    cpu: e.cpu,
+                    task,
+                    prio: e.int(f, "prio") as i32,
+                    target: e.int(f, "target_cpu").max(0) as usize,
+                    new: f.name == "sched_wakeup_new",
+                    by_task: flags & IRQ == 0 && e.int(f, "common_pid") != 0,
+                    kernel_resched: match before {
+                        Some(false) => Some(flags & NEED_RESCHED != 0),
+                        _ => None,
+                    },
+                });
+            }
+            "sched_switch" => out.push(Ev::Switch {
+                at: e.ts,
+                cpu: e.cpu,
+                prev: e.int(f, "prev_pid") as i32,
+                prev_prio: e.int(f, "prev_prio") as i32,
+                prev_state: match e.int(f, "prev_state") & 0x7f {
+                    0 => PrevState::Runnable,
+                    s if s & (0x10 | 0x20) != 0 => PrevState::Exited,
+                    _ => PrevState::Blocked,
+                },
+                next: e.int(f, "next_pid") as i32,
+                next_prio: e.int(f, "next_prio") as i32,
+            }),
+            "sched_migrate_task" => out.push(Ev::Migrate {
+                at: e.ts,
+                task: e.int(f, "pid") as i32,
+                from: e.int(f, "orig_cpu").max(0) as usize,
+                to: e.int(f, "dest_cpu").max(0) as usize,
+            }),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// This kernel's `CONFIG_HZ` and where it was read: `/boot/config-RELEASE`,
+/// else `/proc/config.gz` (through `zcat`); `None` when neither says.
+pub fn kernel_hz() -> Option<(u64, &'static str)> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let boot = std::fs::read_to_string(format!("/boot/config-{}", release.trim()));
+    let (text, from) = match boot {
+        Ok(t) => (t, "/boot/config"),
+        Err(_) => {
+            let out = std::process::Command::new("zcat")
+                .arg("/proc/config.gz")
+                .output()
+                .ok()?;
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                "/proc/config.gz",
+            )
+        }
+    };
+    let hz = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ=")?.trim().parse().ok())?;
+    Some((hz, from))
+}
+
+/// A nice-0 task's `prio`, for a simulated run's events.
+pub(super) const PRIO: i32 = 120;
+
+/// The shadow's events from a simulated run's event log: a placement
+/// enqueues the woken task where it was placed (a balancer's move of a
+/// queued task is a migration), a switch is a switch. A task's id is its
+/// slot + 1 (0 is idle). The simulator keeps no need-resched flag, so its
+/// wakes are not compared; its tasks are taken as nice 0.
+pub fn events_of_sim(log: &[Event]) -> Vec<Ev> {
+    let tid = |t: schedlab_sim::sched::TaskId| t.0 as i32 + 1;
+    let opt = |t: Option<schedlab_sim::sched::TaskId>| t.map_or(0, tid);
+    log.iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Switch {
+                cpu,
+                prev,
+                prev_state,
+                next,
+            } => Some(Ev::Switch {
+                at: e.at,
+                cpu: cpu.index(),
+                prev: opt(prev),
+                prev_prio: PRIO,
+                prev_state,
+                next: opt(next),
+                next_prio: PRIO,
+            }),
+            EventKind::Place {
+                task,
+                from,
+                to,
+                reason: "balance",
+                ..
+            } => Some(Ev::Migrate {
+                at: e.at,
+                task: tid(task),
+                from: from.index(),
+                to: to.index(),
+            }),
+            EventKind::Place {
+                reason: "spawn", ..
+            } => None,
+            EventKind::Place { cpu, task, to, .. } => Some(Ev::Wakeup {
+                at: e.at,
+                cpu: cpu.index(),
+                task: tid(task),
+                prio: PRIO,
+                target: to.index(),
+                new: false,
+                by_task: true,
+                kernel_resched: None,
+            }),
+            _ => None,
+        })
+        .collect()
+}
