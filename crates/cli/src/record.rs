@@ -113,7 +113,6 @@ pub struct RecordArgs {
     cmd: Vec<String>,
 }
 
-/// What was recorded, in words: the command, or the process.
 /// `--edges` (`schedlab_real::replay::Edges`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum EdgesArg {
@@ -130,6 +129,7 @@ impl From<EdgesArg> for replay::Edges {
     }
 }
 
+/// What was recorded, in words: the command, or the process.
 fn what(a: &RecordArgs) -> String {
     match a.pid {
         Some(p) => format!("pid {p}"),

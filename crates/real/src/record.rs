@@ -25,7 +25,17 @@ use crate::tracefs::{Format, Raw};
 
 /// `common_flags` bits (`TRACE_FLAG_HARDIRQ`, `TRACE_FLAG_SOFTIRQ`):
 /// the event was recorded in interrupt context.
-const IRQ_FLAGS: i64 = 0x08 | 0x10;
+pub(crate) const IRQ_FLAGS: i64 = 0x08 | 0x10;
+
+/// How `sched_switch`'s `prev_state` says the previous task left: 0 (`R`)
+/// preempted, `EXIT_DEAD` or `EXIT_ZOMBIE` exited, anything else blocked.
+pub(crate) fn prev_state(state: i64) -> PrevState {
+    match state & 0x7f {
+        0 => PrevState::Runnable,
+        s if s & (0x10 | 0x20) != 0 => PrevState::Exited,
+        _ => PrevState::Blocked,
+    }
+}
 
 /// A thread the record names: one of the run's, or another the kernel
 /// switched with them.
@@ -198,12 +208,7 @@ pub fn read(
             }
             "sched_switch" => {
                 let (prev, next) = (e.int(f, "prev_pid") as i32, e.int(f, "next_pid") as i32);
-                let state = e.int(f, "prev_state");
-                let prev_state = match state & 0x7f {
-                    0 => PrevState::Runnable,
-                    s if s & (0x10 | 0x20) != 0 => PrevState::Exited,
-                    _ => PrevState::Blocked,
-                };
+                let prev_state = prev_state(e.int(f, "prev_state"));
                 if ours.contains_key(&prev) {
                     count(&mut r, "kernel.switches", 1);
                     if prev_state == PrevState::Runnable {

@@ -208,7 +208,7 @@ fn finish(
     // The kernel's own tick, where it can be read; else the model's.
     let tick_ns = shadow::kernel_hz().map_or(
         schedlab_sim::sched::fair::FairConfig::for_cpus(1).tick_ns,
-        |(hz, _)| 1_000_000_000 / hz.max(1),
+        |hz| 1_000_000_000 / hz.max(1),
     );
     let shadow = shadow::Report::of(
         &shadow::events(&raw, &cap.formats),

@@ -4,15 +4,13 @@
 use std::collections::BTreeMap;
 
 use schedlab_sim::events::{Event, EventKind};
-use schedlab_sim::PrevState;
 
 use super::Ev;
+use crate::record::{prev_state, IRQ_FLAGS};
 use crate::tracefs::{Format, Raw};
 
 /// `common_flags`: `TRACE_FLAG_NEED_RESCHED_LAZY | TRACE_FLAG_NEED_RESCHED`.
 const NEED_RESCHED: i64 = 0x02 | 0x04;
-/// `common_flags`: `TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ`.
-const IRQ: i64 = 0x08 | 0x10;
 
 /// The shadow's events from the kernel's raw record, in time order.
 pub fn events(raw: &[Raw], formats: &BTreeMap<u16, Format>) -> Vec<Ev> {
@@ -39,7 +37,7 @@ pub fn events(raw: &[Raw], formats: &BTreeMap<u16, Format>) -> Vec<Ev> {
                     prio: e.int(f, "prio") as i32,
                     target: e.int(f, "target_cpu").max(0) as usize,
                     new: f.name == "sched_wakeup_new",
-                    by_task: flags & IRQ == 0 && e.int(f, "common_pid") != 0,
+                    by_task: flags & IRQ_FLAGS == 0 && e.int(f, "common_pid") != 0,
                     kernel_resched: match before {
                         Some(false) => Some(flags & NEED_RESCHED != 0),
                         _ => None,
@@ -51,11 +49,7 @@ pub fn events(raw: &[Raw], formats: &BTreeMap<u16, Format>) -> Vec<Ev> {
                 cpu: e.cpu,
                 prev: e.int(f, "prev_pid") as i32,
                 prev_prio: e.int(f, "prev_prio") as i32,
-                prev_state: match e.int(f, "prev_state") & 0x7f {
-                    0 => PrevState::Runnable,
-                    s if s & (0x10 | 0x20) != 0 => PrevState::Exited,
-                    _ => PrevState::Blocked,
-                },
+                prev_state: prev_state(e.int(f, "prev_state")),
                 next: e.int(f, "next_pid") as i32,
                 next_prio: e.int(f, "next_prio") as i32,
             }),
@@ -71,28 +65,22 @@ pub fn events(raw: &[Raw], formats: &BTreeMap<u16, Format>) -> Vec<Ev> {
     out
 }
 
-/// This kernel's `CONFIG_HZ` and where it was read: `/boot/config-RELEASE`,
-/// else `/proc/config.gz` (through `zcat`); `None` when neither says.
-pub fn kernel_hz() -> Option<(u64, &'static str)> {
+/// This kernel's `CONFIG_HZ`: from `/boot/config-RELEASE`, else
+/// `/proc/config.gz` (through `zcat`); `None` when neither says.
+pub fn kernel_hz() -> Option<u64> {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
-    let boot = std::fs::read_to_string(format!("/boot/config-{}", release.trim()));
-    let (text, from) = match boot {
-        Ok(t) => (t, "/boot/config"),
+    let text = match std::fs::read_to_string(format!("/boot/config-{}", release.trim())) {
+        Ok(t) => t,
         Err(_) => {
             let out = std::process::Command::new("zcat")
                 .arg("/proc/config.gz")
                 .output()
                 .ok()?;
-            (
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                "/proc/config.gz",
-            )
+            String::from_utf8_lossy(&out.stdout).into_owned()
         }
     };
-    let hz = text
-        .lines()
-        .find_map(|l| l.strip_prefix("CONFIG_HZ=")?.trim().parse().ok())?;
-    Some((hz, from))
+    text.lines()
+        .find_map(|l| l.strip_prefix("CONFIG_HZ=")?.trim().parse().ok())
 }
 
 /// A nice-0 task's `prio`, for a simulated run's events.

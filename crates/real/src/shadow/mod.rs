@@ -267,8 +267,8 @@ impl Shadow<'_> {
 
     /// `V`'s sums over `cpu`'s queue.
     fn avg(&mut self, cpu: usize) -> Avg {
-        let q = self.queue(cpu).clone();
-        let ents = &self.ents;
+        self.queue(cpu);
+        let (q, ents) = (&self.cpus[cpu], &self.ents);
         Avg::of(q.tids.iter().map(|t| &ents[t].e), q.zero_v)
     }
 
@@ -313,30 +313,28 @@ impl Shadow<'_> {
     /// Puts `tid` on `cpu`'s queue where its lag says (`place_entity`);
     /// `rel_deadline`: its deadline kept relative, as a migration does.
     fn enqueue(&mut self, tid: i32, cpu: usize, initial: bool, rel_deadline: Option<i64>) {
-        let q = self.queue(cpu).clone();
-        let ents = &self.ents;
-        let others: Vec<Entity> = q.tids.iter().map(|t| ents[t].e).collect();
-        let ent = self.ents.get_mut(&tid).expect("created before");
-        fair::place_entity(&mut ent.e, others.iter(), q.zero_v, initial);
+        self.queue(cpu);
+        let (q, ents) = (&self.cpus[cpu], &self.ents);
+        let mut e = ents[&tid].e;
+        fair::place_entity(&mut e, q.tids.iter().map(|t| &ents[t].e), q.zero_v, initial);
         if let Some(rel) = rel_deadline {
-            ent.e.deadline = ent.e.vruntime + rel;
+            e.deadline = e.vruntime + rel;
         }
-        ent.cpu = cpu;
-        ent.queued = true;
+        let ent = self.ents.get_mut(&tid).expect("created before");
+        (ent.e, ent.cpu, ent.queued) = (e, cpu, true);
         self.queue(cpu).tids.push(tid);
     }
 
     /// `pick_eevdf()` on `cpu`: over the queue, with the running entity
     /// when it is queued. A delayed entity may be the pick.
     fn pick_once(&mut self, cpu: usize) -> Option<i32> {
-        let q = self.queue(cpu).clone();
+        let q = &*self.queue(cpu);
         // `PICK_BUDDY`: the next buddy first, when it is eligible.
-        if let Some(b) = q.next.filter(|b| q.tids.contains(b)) {
-            if self.eligible(b) && q.tids.len() > 1 {
-                return Some(b);
-            }
+        let buddy = q.next.filter(|b| q.tids.len() > 1 && q.tids.contains(b));
+        if let Some(b) = buddy.filter(|&b| self.eligible(b)) {
+            return Some(b);
         }
-        let ents = &self.ents;
+        let (q, ents) = (&self.cpus[cpu], &self.ents);
         let curr = ents.get(&q.curr).filter(|c| c.queued && c.cpu == cpu);
         let rest: Vec<i32> = q.tids.iter().copied().filter(|&t| t != q.curr).collect();
         let pick = fair::pick_eevdf(
@@ -361,10 +359,16 @@ impl Shadow<'_> {
             if !self.ents[&tid].delayed {
                 return Some(tid);
             }
-            self.dequeue(tid);
-            let e = &mut self.ents.get_mut(&tid).expect("picked").e;
-            e.vlag = e.vlag.min(0);
+            self.finish_delayed(tid);
         }
+    }
+
+    /// A delayed entity leaves for good: its lag taken, a positive one
+    /// dropped (`DELAY_ZERO`).
+    fn finish_delayed(&mut self, tid: i32) {
+        self.dequeue(tid);
+        let e = &mut self.ents.get_mut(&tid).expect("was queued").e;
+        e.vlag = e.vlag.min(0);
     }
 
     fn wakeup(&mut self, ev: &Ev) {
@@ -519,19 +523,6 @@ impl Shadow<'_> {
         };
         if self.eligible(k) && (ke.e.deadline - me.e.deadline).abs() <= TIE_NS {
             self.out.picks_tie += 1;
-        } else if std::env::var_os("SHADOW_DEBUG").is_some() {
-            let v = self.avg(me.cpu).v();
-            eprintln!(
-                "cpu{} kernel {k} v{} d{} elig {} | model {m} v{} d{} | q {:?} curr {}",
-                me.cpu,
-                ke.e.vruntime - v,
-                ke.e.deadline - v,
-                self.eligible(k),
-                me.e.vruntime - v,
-                me.e.deadline - v,
-                self.cpus[me.cpu].tids,
-                self.cpus[me.cpu].curr
-            );
         }
     }
 
@@ -545,9 +536,7 @@ impl Shadow<'_> {
         self.charge(from, at);
         if ent.delayed {
             // A delayed entity leaves for good before it moves.
-            self.dequeue(task);
-            let e = &mut self.ents.get_mut(&task).expect("looked up").e;
-            e.vlag = e.vlag.min(0);
+            self.finish_delayed(task);
             return;
         }
         let rel = ent.e.deadline - ent.e.vruntime;
