@@ -400,35 +400,41 @@ fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failur
 }
 
 /// The kernel's own decisions, made again by the model's fair class from
-/// the kernel's state (`schedlab_real::shadow`).
+/// the kernel's state (`schedlab_real::shadow`): the default set, the one
+/// that fits best, and every candidate.
 fn print_shadow(r: &shadow::Report) {
     say!(
-        "the kernel's picks and wake-up preemptions, decided again by the model's fair class from the kernel's own state (tick {} ms):",
+        "the kernel's picks and wake-up preemptions, decided again by the model's fair class from the kernel's own state (the kernel's tick {} ms):",
         r.tick_ns as f64 / 1e6
     );
-    say!(
-        "  {:38} {:>16} {:>16}",
-        "rules",
-        "picks agree",
-        "wake-ups agree"
-    );
-    for (name, a) in [
-        ("the model's", &r.model),
-        ("+ DELAY_DEQUEUE", &r.with_delay_dequeue),
-        (
-            "+ DELAY_DEQUEUE + NEXT_BUDDY",
-            &r.with_delay_dequeue_and_next_buddy,
-        ),
-    ] {
-        let share = |s: f64, n: u64| match n {
-            0 => "none compared".to_string(),
-            n => format!("{:.0}% of {n}", 100.0 * s),
-        };
+    let share = |s: f64, n: u64| match n {
+        0 => "none compared".to_string(),
+        n => format!("{:.0}% of {n}", 100.0 * s),
+    };
+    let row = |label: &str, x: &shadow::Row| {
+        let a = &x.agreement;
         say!(
-            "  {name:38} {:>16} {:>16}",
+            "  {label:9} {:40} {:>6} {:>16} {:>16}",
+            x.set,
+            x.hz,
             share(a.pick_share(), a.picks),
             share(a.wake_share(), a.wakes)
         );
+    };
+    say!(
+        "  {:9} {:40} {:>6} {:>16} {:>16}",
+        "",
+        "feature set",
+        "HZ",
+        "picks agree",
+        "wake-ups agree"
+    );
+    row("model", &r.model);
+    row("fit", &r.fit);
+    let mut ranked: Vec<&shadow::Row> = r.candidates.iter().collect();
+    ranked.sort_by_key(|c| std::cmp::Reverse(c.agreement.alike()));
+    for c in ranked.iter().take(8) {
+        row("candidate", c);
     }
 }
 

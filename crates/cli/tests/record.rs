@@ -37,7 +37,9 @@ fn check_rows(stdout: &str) {
         "wake edges (pairs) kept",
         "threads with CPU time within 1.25x",
         "switches while runnable (preempted)",
-        "+ DELAY_DEQUEUE + NEXT_BUDDY",
+        "feature set",
+        "  model     6.19 ",
+        "  fit       ",
     ] {
         assert!(stdout.contains(row), "--check prints {row:?}: {stdout}");
     }
@@ -54,12 +56,13 @@ fn written(d: &std::path::Path) -> Value {
 /// The kernel's picks, decided again by the model (`summary.json`'s
 /// `shadow`): some were compared, and no more agree than were compared.
 fn shadow_compared(summary: &Value) {
-    for rules in [
-        "model",
-        "with_delay_dequeue",
-        "with_delay_dequeue_and_next_buddy",
-    ] {
-        let a = &summary["shadow"][rules];
+    let candidates = summary["shadow"]["candidates"]
+        .as_array()
+        .expect("shadow.candidates");
+    assert!(candidates.len() > 4, "the fit's candidates: {candidates:?}");
+    let rows = [&summary["shadow"]["model"], &summary["shadow"]["fit"]];
+    for a in rows.into_iter().chain(candidates) {
+        let rules = a["set"].as_str().expect("a set's name");
         let n = |k: &str| a[k].as_u64().expect("a count");
         assert!(
             n("picks") > 0,

@@ -2,7 +2,7 @@
 //! it must hold the model to itself: from a simulated run's own schedule,
 //! it makes the simulator's picks.
 
-use schedlab_real::shadow::{self, Rules};
+use schedlab_real::shadow;
 use schedlab_scenarios::{catalog, Params};
 use schedlab_sim::sched::fair::FairConfig;
 use schedlab_sim::Sim;
@@ -30,12 +30,7 @@ fn the_shadow_makes_the_simulator_s_own_picks() {
         c.jitter = 0.0;
         let o = Sim::new(&s.spec, seed).run();
         let evs = shadow::events_of_sim(&o.event_log);
-        let rules = Rules {
-            fair: FairConfig::for_cpus(16),
-            delay_dequeue: false,
-            next_buddy: false,
-        };
-        let a = shadow::compare(&evs, &|_| true, rules);
+        let a = shadow::compare(&evs, &|_| true, FairConfig::for_cpus(16));
         assert!(
             a.picks > 500 && a.pick_share() >= 0.90,
             "seed {seed}: expected at least 90% of over 500 picks to be the simulator's, got {a:?} ({:.3})",

@@ -96,9 +96,11 @@ impl<'a, S: PolicyState> Cx<'a, S> {
         self.rq.current.as_ref()
     }
 
-    /// The queued fair tasks, in queue order.
+    /// The queued fair tasks, in queue order (runnable: not the delayed
+    /// ones, which a balancer never moves here; Linux's `can_migrate_task()`
+    /// moves one only for a `migrate_load` imbalance, not modelled).
     pub fn queued_fair(&self) -> impl Iterator<Item = &'a Task<S>> {
-        self.rq.fair.iter()
+        self.rq.fair.queued.iter()
     }
 
     /// Runnable tasks waiting here (not the running one).

@@ -53,9 +53,10 @@ pub(crate) fn give_cookie<S: PolicyState>(
 ) -> Option<Task<S>> {
     let id = rq
         .fair
+        .queued
         .iter()
         .chain(rq.rt.iter())
         .find(|t| t.cookie == cookie && !t.killed && t.mask.contains(thief))
         .map(|t| t.id)?;
-    rq.take_queued(id)
+    rq.take_queued(id, true)
 }

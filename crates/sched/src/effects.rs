@@ -77,6 +77,9 @@ pub enum PlaceReason {
     Balance,
     /// A new task's first CPU.
     Spawn,
+    /// Woken where it waited delayed (`DELAY_DEQUEUE`; Linux's
+    /// `ttwu_runnable()` with `ENQUEUE_DELAYED`): no placement decision.
+    Delayed,
     /// A policy of its own, with its own reason (a policy outside this
     /// crate names its decisions this way).
     Custom(&'static str),
@@ -92,6 +95,7 @@ impl PlaceReason {
             PlaceReason::Steal => "steal",
             PlaceReason::Balance => "balance",
             PlaceReason::Spawn => "spawn",
+            PlaceReason::Delayed => "delayed",
             PlaceReason::Custom(r) => r,
         }
     }
@@ -106,6 +110,7 @@ impl PlaceReason {
             PlaceReason::Steal => 4,
             PlaceReason::Balance => 5,
             PlaceReason::Spawn => 6,
+            PlaceReason::Delayed => 7,
             PlaceReason::Custom(r) => {
                 // FNV-1a of the name, kept clear of the built-in codes.
                 let h = r.bytes().fold(0x811c_9dc5u32, |h, b| {
@@ -168,6 +173,7 @@ pub struct Effects {
     pub switch: Option<Switch>,
     /// The CPU's earliest deadline, when it has one: (re)arm its timer.
     pub timer: Option<u64>,
+
     /// The running task should be rescheduled: run this CPU's pass.
     pub resched: bool,
     pub trace: Traces,
@@ -203,6 +209,7 @@ impl Effects {
         if other.timer.is_some() {
             self.timer = other.timer;
         }
+
         self.resched |= other.resched;
         if other.park != Park::NotAsked {
             self.park = other.park;
@@ -237,8 +244,15 @@ counters! {
     wakes_parked => "wakes.parked",
     /// Parked wakes whose cause named a waker: counted in the streak.
     wakes_counted => "wakes.counted",
+    /// Of the parked wakes, those that found the task delayed
+    /// (`DELAY_DEQUEUE`) and put it back where it waited, with no
+    /// placement decision (`ttwu_runnable()`, `ENQUEUE_DELAYED`).
+    wakes_delayed => "wakes.delayed",
     /// Wakes that found the task running, committing or queued: a flag.
     wakes_flagged => "wakes.flagged",
+    /// Blocks that left the task queued, delayed (`DELAY_DEQUEUE`: it was
+    /// not eligible).
+    fair_delayed => "fair.delayed",
     /// A running task switched out while still runnable: preempted,
     /// yielding, or pushed or relocated by the pick (Linux's involuntary
     /// switches: `sched_switch` with `prev_state` R, a real run's and a
@@ -281,7 +295,7 @@ counters! {
 impl Counters {
     pub(crate) fn count_move(&mut self, reason: PlaceReason) {
         match reason {
-            PlaceReason::Home => {}
+            PlaceReason::Home | PlaceReason::Delayed => {}
             PlaceReason::Forward => self.moves_forward += 1,
             PlaceReason::WakerRule => self.moves_waker_rule += 1,
             PlaceReason::Affinity => self.moves_affinity += 1,

@@ -5,7 +5,8 @@
 //! * every live task is held by exactly one CPU, or is in flight (`Moving`,
 //!   or `Waking` with its Wake message on the way);
 //! * a CPU runs at most one task;
-//! * the park word agrees with where the task is and names its holder;
+//! * the park word agrees with where the task is and names its holder (a
+//!   delayed task is held by the run queue that kept it);
 //! * no task runs or waits in a queue on a CPU its mask does not name
 //!   (parked and held tasks are corrected when they next run);
 //! * under core scheduling, SMT siblings never run tasks of different
@@ -53,6 +54,8 @@ pub fn check<P: Policy, B: Balancer>(
                 Holding::Running => matches!(w.state, TaskState::Running | TaskState::Committing),
                 Holding::Queued | Holding::Held => matches!(w.state, TaskState::Queued),
                 Holding::Parked => matches!(w.state, TaskState::Parked | TaskState::Waking),
+                // A wake that won it may have its requeue on the way here.
+                Holding::Delayed => matches!(w.state, TaskState::Delayed | TaskState::Waking),
             };
             if !ok || w.owner != c.id() {
                 return Err(format!(

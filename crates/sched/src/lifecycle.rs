@@ -9,7 +9,9 @@
 //! 2. The owner acts on the task wherever it holds it: running (flag it;
 //!    reschedule when it must leave), queued (requeue, hold, or relocate),
 //!    held (release), parked (change it in its slot; a kill also wakes it,
-//!    through delivery, with no waker).
+//!    through delivery, with no waker), delayed (changed where it waits in
+//!    the run queue, as a parked one; its wake finishes it first when it is
+//!    stopped, killed or masked out).
 //! 3. A CPU that no longer holds the task forwards the message to the owner
 //!    its park word names now: a task moves only by `Adopt`, which names its
 //!    new owner in the word first, so the message catches up. While a waker
@@ -32,6 +34,7 @@ use schedlab_topology::{CpuId, CpuSet};
 
 use crate::act::Act;
 use crate::effects::{Effects, WakeCause};
+use crate::fair::WakeFlags;
 use crate::moves::Mover;
 use crate::park::TaskState;
 use crate::policy::PolicyState;
@@ -66,6 +69,9 @@ impl<S: PolicyState> Lifecycle<'_, S> {
             return None;
         }
         let parked = self.rooms.sleepers.parked_here(cpu, sh, task);
+        if self.rooms.rq.fair.delayed_at(task.0).is_some() {
+            return self.delayed(msg, fx);
+        }
         match msg {
             Msg::Kill { task } => {
                 if parked {
@@ -87,7 +93,7 @@ impl<S: PolicyState> Lifecycle<'_, S> {
                 }
             }
             Msg::Stop { task } => {
-                if let Some(mut t) = self.take_waiting(task) {
+                if let Some(mut t) = self.take_waiting(task, false) {
                     t.stopped = true;
                     self.rooms.held.hold(t);
                 } else if self.rooms.rq.current_id() == Some(task) {
@@ -113,18 +119,49 @@ impl<S: PolicyState> Lifecycle<'_, S> {
                 }
             }
             Msg::SetMask { task, mask } => return self.set_mask(task, *mask, parked, now, fx),
-            Msg::Wake { .. } | Msg::Adopt { .. } | Msg::StealRequest { .. } | Msg::Balance(_) => {
+            Msg::Wake { .. }
+            | Msg::Requeue { .. }
+            | Msg::Adopt { .. }
+            | Msg::StealRequest { .. }
+            | Msg::Balance(_) => {
                 unreachable!("not a lifecycle message")
             }
         }
         None
     }
 
-    /// Whether this CPU holds `task` (running, queued, held, or parked with
-    /// its entity still in its slot).
+    /// Step 2 for a task delayed here (`DELAY_DEQUEUE`): changed where it
+    /// waits, as a parked one is in its slot; a kill wakes it.
+    fn delayed(&mut self, msg: Msg<S>, fx: &mut Effects) -> Option<Act> {
+        let cpus = *self.sh.topology().cpus();
+        let task = msg.task()?;
+        let t = self.rooms.rq.delayed_mut(task)?;
+        match msg {
+            Msg::Kill { .. } => {
+                t.killed = true;
+                fx.resched = true;
+                let cause = WakeCause::NONE;
+                return Some(Act::Deliver { task, cause });
+            }
+            Msg::Stop { .. } => t.stopped = true,
+            Msg::Continue { .. } => t.stopped = false,
+            Msg::SetMask { mask, .. } => {
+                let mask = *mask & cpus;
+                if !mask.is_empty() {
+                    t.mask = mask;
+                }
+            }
+            _ => unreachable!("not a lifecycle message"),
+        }
+        None
+    }
+
+    /// Whether this CPU holds `task` (running, queued, held, delayed, or
+    /// parked with its entity still in its slot).
     pub(crate) fn owns(&self, task: TaskId) -> bool {
         self.rooms.rq.runnable().any(|t| t.id == task)
             || self.rooms.held.get(task).is_some()
+            || self.rooms.rq.fair.delayed_at(task.0).is_some()
             || self.rooms.sleepers.parked_here(self.cpu, self.sh, task)
     }
 
@@ -155,7 +192,7 @@ impl<S: PolicyState> Lifecycle<'_, S> {
             if !here {
                 return Some(Act::Resched(Resched(task)));
             }
-        } else if let Some(mut t) = self.take_waiting(task) {
+        } else if let Some(mut t) = self.take_waiting(task, !here) {
             t.mask = mask;
             if !here {
                 let around = self.cpu;
@@ -167,10 +204,11 @@ impl<S: PolicyState> Lifecycle<'_, S> {
         None
     }
 
-    /// A queued task taken out of the queue (its lag recorded).
-    fn take_waiting(&mut self, task: TaskId) -> Option<Task<S>> {
+    /// A queued task taken out of the queue (its lag recorded; `migrating`:
+    /// it leaves for another CPU).
+    fn take_waiting(&mut self, task: TaskId, migrating: bool) -> Option<Task<S>> {
         if self.rooms.rq.waits(task) {
-            self.rooms.rq.take_queued(task)
+            self.rooms.rq.take_queued(task, migrating)
         } else {
             None
         }
@@ -179,7 +217,7 @@ impl<S: PolicyState> Lifecycle<'_, S> {
     /// A held task runs again: here, or inside a mask changed meanwhile.
     fn release(&mut self, task: Task<S>, now: u64, fx: &mut Effects) -> Option<Act> {
         if task.mask.contains(self.cpu) {
-            return self.rooms.queue(self.cpu, task, now, false);
+            return self.rooms.queue(self.cpu, task, now, WakeFlags::default());
         }
         let around = self.cpu;
         self.mover()

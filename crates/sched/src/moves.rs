@@ -30,6 +30,9 @@ pub(crate) struct Move {
     pub(crate) to: CpuId,
     pub(crate) reason: PlaceReason,
     pub(crate) from: TaskState,
+    /// Placed by a sync wake (`WF_SYNC`), for the adopter's preemption
+    /// check.
+    pub(crate) sync: bool,
 }
 
 /// What sending a task away needs: the CPU that sends it, the doors, and
@@ -49,6 +52,7 @@ impl<S: PolicyState> Mover<'_, S> {
             to,
             reason,
             from,
+            sync,
         } = mv;
         debug_assert!(
             task.mask.contains(to),
@@ -65,7 +69,7 @@ impl<S: PolicyState> Mover<'_, S> {
             cpu: to,
             reason,
         });
-        self.post(to, Msg::Adopt { task, reason }, fx);
+        self.post(to, Msg::Adopt { task, reason, sync }, fx);
     }
 
     /// Sends `task`, whose mask no longer names the CPU it was on, to the
@@ -86,6 +90,7 @@ impl<S: PolicyState> Mover<'_, S> {
             to,
             reason,
             from,
+            sync: false,
         };
         self.hand(task, mv, fx);
     }

@@ -40,6 +40,16 @@
 //!    with the new owner written in the same CAS (sent to another CPU), and
 //!    the adopter makes `Moving -> Queued`.
 //!
+//! 4. *Delayed* (`DELAY_DEQUEUE`): a task that blocks while not eligible
+//!    parks `Committing -> Delayed` instead, its entity kept in the owner's
+//!    run queue, not in its slot. A wake's CAS makes `Delayed -> Waking`
+//!    and the winner asks the owner to requeue it where it is
+//!    ([`Delivery::Requeue`]; no placement decision, as Linux's
+//!    `ttwu_runnable()` makes none); the owner, whose pick lands on it
+//!    first, makes `Delayed -> Parked` and stores the entity in the slot,
+//!    after which it is an ordinary parked task. The two CASes decide which
+//!    came first; an owner that loses waits for the winner's message.
+//!
 //! The lost wake-up (a wake slipping between "decide to block" and "park")
 //! cannot happen: a wake in that window finds `Committing`, sets `pending`,
 //! and step 1's CAS sees it. A task cannot be queued twice: only the one CAS
@@ -68,6 +78,9 @@ pub enum TaskState {
     Moving = 5,
     /// Exited.
     Dead = 6,
+    /// Blocked, its entity kept competing in its owner's run queue
+    /// (`DELAY_DEQUEUE`, `se->sched_delayed`).
+    Delayed = 7,
 }
 
 impl TaskState {
@@ -79,7 +92,8 @@ impl TaskState {
             3 => TaskState::Waking,
             4 => TaskState::Queued,
             5 => TaskState::Moving,
-            _ => TaskState::Dead,
+            6 => TaskState::Dead,
+            _ => TaskState::Delayed,
         }
     }
 }
@@ -106,6 +120,9 @@ pub enum Delivery {
     Flagged,
     /// The task was parked: a `Wake` must go to `owner`.
     Post { owner: CpuId },
+    /// The task was delayed on `owner` (`DELAY_DEQUEUE`): `owner` must
+    /// requeue it where it is.
+    Requeue { owner: CpuId },
     /// A wake was already on its way.
     Coalesced,
     /// The task has exited.
@@ -206,6 +223,12 @@ impl ParkWord {
                 };
                 Some(encode_state(w, TaskState::Waking))
             }
+            TaskState::Delayed => {
+                outcome = Delivery::Requeue {
+                    owner: decode(w).owner,
+                };
+                Some(encode_state(w, TaskState::Waking))
+            }
             TaskState::Waking => {
                 outcome = Delivery::Coalesced;
                 None
@@ -247,6 +270,12 @@ impl ParkWord {
     /// `Parked` when parked, else the consumed flag (and the LLC its first
     /// waker recorded, if any): the task runs on.
     pub fn finish_park(&self) -> Parked {
+        self.finish_park_as(TaskState::Parked)
+    }
+
+    /// Step 1b, parking as `to` (`Parked`, or `Delayed` when the owner's
+    /// run queue keeps the entity: step 4).
+    pub(crate) fn finish_park_as(&self, to: TaskState) -> Parked {
         let (old, new) = self
             .update(|w| {
                 debug_assert_eq!(TaskState::from_bits(w), TaskState::Committing);
@@ -254,17 +283,28 @@ impl ParkWord {
                     let cleared = w & !(PENDING | FLAG_LLC_MASK | FLAG_LLC_VALID);
                     Some(encode_state(cleared, TaskState::Running))
                 } else {
-                    Some(encode_state(w, TaskState::Parked))
+                    Some(encode_state(w, to))
                 }
             })
             .expect("the update never declines");
-        if TaskState::from_bits(new) == TaskState::Parked {
+        if TaskState::from_bits(new) == to {
             Parked::Yes
         } else {
             Parked::FlagConsumed {
                 waker_llc: flag_llc(old),
             }
         }
+    }
+
+    /// Step 4 (owner): a delayed task leaves its run queue for good,
+    /// `Delayed -> Parked`, unless a wake won it first (`false`: it is
+    /// `Waking`, and the winner's requeue is on its way to the owner).
+    pub fn settle_delayed(&self) -> bool {
+        self.update(|w| {
+            (TaskState::from_bits(w) == TaskState::Delayed)
+                .then(|| encode_state(w, TaskState::Parked))
+        })
+        .is_ok()
     }
 
     /// An owner transition `from -> to`, keeping the flags.
@@ -357,6 +397,34 @@ mod tests {
         );
         assert_eq!(p.load().state, TaskState::Running);
         assert!(!p.load().pending, "the flag is consumed");
+    }
+
+    #[test]
+    fn a_delayed_task_is_won_once_by_a_wake_or_by_its_owner() {
+        let p = ParkWord::new(TaskState::Running, CpuId::new(2));
+        p.commit();
+        assert_eq!(p.finish_park_as(TaskState::Delayed), Parked::Yes);
+        assert_eq!(p.load().state, TaskState::Delayed);
+        assert_eq!(
+            p.deliver(),
+            Delivery::Requeue {
+                owner: CpuId::new(2)
+            },
+            "the first wake asks the owner to requeue it"
+        );
+        assert_eq!(p.deliver(), Delivery::Coalesced, "the second coalesces");
+        assert!(!p.settle_delayed(), "the owner lost: the wake came first");
+        let q = ParkWord::new(TaskState::Running, CpuId::new(2));
+        q.commit();
+        let _ = q.finish_park_as(TaskState::Delayed);
+        assert!(q.settle_delayed(), "the owner's pick came first");
+        assert_eq!(
+            q.deliver(),
+            Delivery::Post {
+                owner: CpuId::new(2)
+            },
+            "then it is an ordinary parked task"
+        );
     }
 
     #[test]

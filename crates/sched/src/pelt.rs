@@ -158,6 +158,16 @@ impl SchedAvg {
         false
     }
 
+    /// A delayed entity (`DELAY_DEQUEUE`): still on the queue for its load,
+    /// neither runnable nor running (`se_runnable()` is false for it).
+    pub fn update_delayed_se(&mut self, now: u64, weight: u64) -> bool {
+        if self.update_sum(now, 1, 0, false) {
+            self.update_avg(weight);
+            return true;
+        }
+        false
+    }
+
     /// `__update_load_avg_blocked_se()`: a parked task's entity decays.
     pub fn update_blocked_se(&mut self, now: u64, weight: u64) -> bool {
         if self.update_sum(now, 0, 0, false) {

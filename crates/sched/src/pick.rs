@@ -16,6 +16,7 @@ use schedlab_topology::CpuId;
 use crate::balancer::Balancer;
 use crate::coresched::{CorePick, CoreState, RqView, View};
 use crate::effects::{Effects, PlaceReason};
+use crate::fair::Choice;
 use crate::moves::{Move, Mover};
 use crate::park::TaskState;
 use crate::pick_state::PickState;
@@ -23,7 +24,8 @@ use crate::policy::PolicyState;
 use crate::rooms::Rooms;
 use crate::runqueue::RunQueue;
 use crate::shared::Shared;
-use crate::task::{pick_task, Pickable, Task, TaskId};
+use crate::sync::spin_wait;
+use crate::task::{pick_rt, Pickable, Task, TaskId};
 
 /// What a pick chose.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -65,20 +67,69 @@ impl<S: PolicyState, B: Balancer> Picking<'_, S, B> {
         let next = if self.rooms.pick.core_sched {
             self.core_pick(now, fx)
         } else {
-            let p = pick_task(
-                running(self.cpu, &self.rooms.pick, &self.rooms.rq),
-                self.rooms.rq.fair.iter(),
-                self.rooms.rq.rt.first(),
-                &self.rooms.rq.cfg,
-                self.rooms.rq.zero_v,
-            );
-            match p {
-                Some(t) if Some(t.id) == current => Next::Again,
-                Some(t) => Next::Take(t.id),
-                None => Next::Idle,
+            match self.local_pick() {
+                Some(next) => next,
+                None => {
+                    // A wake won a delayed task the pick landed on: the
+                    // pass drains the winner's requeue, then picks again.
+                    self.rooms.pick.need_resched = true;
+                    self.rooms.pick.wait_mail = true;
+                    return current;
+                }
             }
         };
         self.run_pick(next, now, fx)
+    }
+
+    /// The pick on this CPU alone: RT first ([`pick_rt`]), then the fair
+    /// class's, the running task competing. A fair pick that lands on a
+    /// delayed task finishes it (it leaves for good, parked) and picks
+    /// again, as `pick_task_fair()` does. `None`: a wake won that delayed
+    /// task first, and its requeue is in this CPU's mailbox or about to be.
+    fn local_pick(&mut self) -> Option<Next> {
+        loop {
+            let rq = &self.rooms.rq;
+            let run = running(self.cpu, &self.rooms.pick, rq);
+            let current = rq.current_id();
+            let take = |t: &Task<S>| {
+                if Some(t.id) == current {
+                    Next::Again
+                } else {
+                    Next::Take(t.id)
+                }
+            };
+            if let Some(t) = pick_rt(run, rq.rt.first()) {
+                return Some(take(t));
+            }
+            let curr = run.filter(|c| !c.is_rt()).map(|c| &c.fair);
+            match rq.pick_fair(curr) {
+                Choice::Current => return Some(take(run.expect("picked"))),
+                Choice::Queued(i) => return Some(Next::Take(rq.fair.queued[i].id)),
+                Choice::Nothing => return Some(Next::Idle),
+                Choice::Delayed(i) => {
+                    if !self.settle(i) {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Finishes delayed `i`, which the pick landed on: `Delayed -> Parked`,
+    /// its entity into its slot (its sleepers' entry stays: it parked
+    /// here). `false` when a wake won it first (see `park`'s step 4).
+    fn settle(&mut self, i: usize) -> bool {
+        let id = self.rooms.rq.fair.delayed[i].id;
+        let slot = self.sh.slot(id);
+        if !slot.park.settle_delayed() {
+            while !self.sh.has_mail(self.cpu) {
+                spin_wait();
+            }
+            return false;
+        }
+        let t = self.rooms.rq.finish_delayed(i);
+        *slot.parked.lock() = Some(t);
+        true
     }
 
     /// The core-wide pick (the protocol is in `coresched`): the pick a
@@ -201,6 +252,7 @@ impl<S: PolicyState, B: Balancer> Picking<'_, S, B> {
                 to,
                 reason: PlaceReason::Balance,
                 from: TaskState::Queued,
+                sync: false,
             };
             mover.hand(prev, mv, fx);
         } else {
@@ -260,8 +312,10 @@ fn publish_view<S: PolicyState>(
     let v: &mut RqView = &mut core.sib(cpu).view;
     v.curr = curr;
     v.running = running;
-    v.zero_v = rq.zero_v;
+    v.zero_v = rq.fair.zero_v;
     v.waiting.clear();
+    // Delayed tasks are not runnable: the core-wide pick does not see them
+    // (nor, simplified, count them in `V`).
     v.waiting
-        .extend(rq.fair.iter().chain(rq.rt.iter()).map(view));
+        .extend(rq.fair.queued.iter().chain(rq.rt.iter()).map(view));
 }

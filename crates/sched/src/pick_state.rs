@@ -19,6 +19,9 @@ pub(crate) struct PickState {
     /// The running task the stopper pushes to a CPU at the next pick, as
     /// the balancer asked ([`crate::balancer::Request::PushRunning`]).
     pub(crate) pushing: Option<(TaskId, CpuId)>,
+    /// A pick landed on a delayed task a wake had just won: the pass
+    /// drains its mailbox (where the winner's requeue is) and picks again.
+    pub(crate) wait_mail: bool,
 }
 
 impl PickState {
@@ -28,6 +31,7 @@ impl PickState {
             sched_seq: 0,
             core_sched,
             pushing: None,
+            wait_mail: false,
         }
     }
 }

@@ -9,6 +9,7 @@ use schedlab_topology::CpuId;
 
 use crate::act::Act;
 use crate::effects::Counters;
+use crate::fair::WakeFlags;
 use crate::held::Held;
 use crate::pick_state::PickState;
 use crate::policy::PolicyState;
@@ -33,16 +34,18 @@ pub(crate) struct Rooms<S> {
 
 impl<S: PolicyState> Rooms<S> {
     /// Queues `task` on `cpu`, these rooms' CPU (holds it, if stopped:
-    /// then nothing is left to do). `initial`: a new task's first enqueue
-    /// (`ENQUEUE_INITIAL`). What is left for the CPU (its reschedule flag,
-    /// publishing the new load) comes back as an [`Act`].
+    /// then nothing is left to do). `w`: the wake that queues it (`w.fork`:
+    /// a new task's first enqueue, `ENQUEUE_INITIAL`), for the wake-up
+    /// preemption check, which stops when this CPU's flag is already set.
+    /// What is left for the CPU (its reschedule flag, publishing the new
+    /// load) comes back as an [`Act`].
     #[inline]
     pub(crate) fn queue(
         &mut self,
         cpu: CpuId,
         task: Task<S>,
         now: u64,
-        initial: bool,
+        w: WakeFlags,
     ) -> Option<Act> {
         debug_assert!(
             task.mask.contains(cpu),
@@ -53,6 +56,10 @@ impl<S: PolicyState> Rooms<S> {
             self.held.hold(task);
             return None;
         }
-        Some(Act::Queued(self.rq.enqueue(task, now, initial)))
+        let w = WakeFlags {
+            resched_set: w.resched_set || self.pick.need_resched,
+            ..w
+        };
+        Some(Act::Queued(self.rq.enqueue(task, now, w)))
     }
 }

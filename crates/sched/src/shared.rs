@@ -29,10 +29,17 @@ pub(crate) enum Msg<S> {
         task: TaskId,
         cause: WakeCause,
     },
-    /// Take ownership of this task.
+    /// Put this task, delayed here (`DELAY_DEQUEUE`), back among the
+    /// runnable where it waited: a wake won it (`Delayed -> Waking`).
+    Requeue {
+        task: TaskId,
+        cause: WakeCause,
+    },
+    /// Take ownership of this task (`sync`: placed by a sync wake).
     Adopt {
         task: Task<S>,
         reason: PlaceReason,
+        sync: bool,
     },
     Kill {
         task: TaskId,
@@ -65,6 +72,7 @@ impl<S> Msg<S> {
     pub(crate) fn task(&self) -> Option<TaskId> {
         match self {
             Msg::Wake { task, .. }
+            | Msg::Requeue { task, .. }
             | Msg::Kill { task }
             | Msg::Stop { task }
             | Msg::Continue { task }

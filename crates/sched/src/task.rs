@@ -241,23 +241,31 @@ pub(crate) fn pick_task<'a, T: Pickable>(
     cfg: &FairConfig,
     zero_v: i64,
 ) -> Option<&'a T> {
-    match (running, rt) {
-        (Some(r), Some(q)) if r.class() > 0 => {
-            return Some(if q.class() > r.class() { q } else { r })
-        }
-        (Some(r), None) if r.class() > 0 => return Some(r),
-        (_, Some(q)) => return Some(q),
-        _ => {}
+    if let Some(p) = pick_rt(running, rt) {
+        return Some(p);
     }
     match pick_eevdf(
         fair.clone().map(Pickable::entity),
         running.map(Pickable::entity),
-        cfg,
+        cfg.has(crate::fair::Features::RUN_TO_PARITY),
         zero_v,
     ) {
         Pick::Current => running,
         Pick::Queued(i) => fair.clone().nth(i),
         Pick::Nothing => None,
+    }
+}
+
+/// The RT half of [`pick_task`]: a waiting RT task beats a fair running
+/// one, and a running RT task yields only to a higher priority. `None`:
+/// the fair class picks.
+#[inline]
+pub(crate) fn pick_rt<'a, T: Pickable>(running: Option<&'a T>, rt: Option<&'a T>) -> Option<&'a T> {
+    match (running, rt) {
+        (Some(r), Some(q)) if r.class() > 0 => Some(if q.class() > r.class() { q } else { r }),
+        (Some(r), None) if r.class() > 0 => Some(r),
+        (_, Some(q)) => Some(q),
+        _ => None,
     }
 }
 

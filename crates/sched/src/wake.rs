@@ -43,6 +43,15 @@
 //!    `Waking -> Moving` and the new owner in one CAS.
 //! 5. **Adoption** (the target). `Moving -> Queued`; a mask that changed in
 //!    flight is corrected by the adopter.
+//! 6. **A delayed task** (`DELAY_DEQUEUE`: it blocked while not eligible
+//!    and its owner's run queue kept it, the park word `Delayed`): the
+//!    winner of `Delayed -> Waking` has the owner put it back among the
+//!    runnable where it waited ([`Waking::requeue`]: at once when the
+//!    winner is the owner, else by a `Requeue` message), whichever CPU
+//!    would decide a parked wake, and no policy is asked: Linux's
+//!    `try_to_wake_up()` finds it on its queue (`ttwu_runnable()`) before
+//!    `select_task_rq()`. A stopped, killed or masked-out one is finished
+//!    (dequeued for good) and taken in as a parked wake instead.
 //!
 //! The lost wake-up cannot happen (a wake between "decide to block" and
 //! "park" finds `Committing` and sets the flag the park's CAS sees); a task
@@ -56,6 +65,7 @@ use schedlab_topology::CpuId;
 use crate::act::Act;
 use crate::balancer::Balancer;
 use crate::effects::{Effects, PlaceReason, Trace, WakeCause};
+use crate::fair::WakeFlags;
 use crate::lifecycle::forward;
 use crate::moves::{Move, Mover};
 use crate::park::{Delivery, TaskState};
@@ -113,6 +123,12 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
         });
         match delivery {
             Delivery::Flagged => self.rooms.counters.wakes_flagged += 1,
+            Delivery::Requeue { owner } if owner == self.cpu => {
+                return self.requeue(task, cause, now, fx);
+            }
+            Delivery::Requeue { owner } => {
+                self.mover().post(owner, Msg::Requeue { task, cause }, fx);
+            }
             Delivery::Post { owner } if P::DECIDES == Decides::Waker => {
                 let t = take_parked(sh, task);
                 return self.take_in(t, owner, cause, now, fx);
@@ -154,6 +170,52 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
             return None;
         };
         self.take_in(task, self.cpu, cause, now, fx)
+    }
+
+    /// Step 6, on the owner: a wake won delayed `id` (`Delayed -> Waking`).
+    pub(crate) fn requeue(
+        &mut self,
+        id: TaskId,
+        cause: WakeCause,
+        now: u64,
+        fx: &mut Effects,
+    ) -> Option<Act> {
+        let Some(i) = self.rooms.rq.fair.delayed_at(id.0) else {
+            debug_assert!(
+                false,
+                "{:?}: a Requeue for {id:?}, which is not delayed here",
+                self.cpu
+            );
+            forward(&mut self.mover(), Msg::Requeue { task: id, cause }, fx);
+            return None;
+        };
+        self.rooms.sleepers.unpark(id);
+        let t = &mut self.rooms.rq.fair.delayed[i];
+        if t.killed || t.stopped || !t.mask.contains(self.cpu) {
+            // Finished, then what a parked wake does with such a task.
+            let task = self.rooms.rq.finish_delayed(i);
+            return self.take_in(task, self.cpu, cause, now, fx);
+        }
+        if let Some(d) = t.sleep_deadline.take() {
+            self.rooms.sleepers.cancel(d, id);
+        }
+        let counters = &mut self.rooms.counters;
+        counters.wakes_parked += 1;
+        counters.wakes_delayed += 1;
+        (self.sh.slot(id).park).set(TaskState::Waking, TaskState::Queued);
+        fx.trace.push(Trace::Place {
+            task: id,
+            from: self.cpu,
+            cpu: self.cpu,
+            reason: PlaceReason::Delayed,
+        });
+        let w = WakeFlags {
+            sync: cause.sync,
+            in_task: cause.waker.is_some(),
+            resched_set: self.rooms.pick.need_resched,
+            ..WakeFlags::default()
+        };
+        Some(Act::Queued(self.rooms.rq.requeue_delayed(i, now, w)))
     }
 
     /// Step 4: the deciding CPU's half of a parked wake. `prev` is the CPU
@@ -221,11 +283,12 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
                 to,
                 reason,
                 from,
+                sync: cause.sync,
             };
             self.mover().hand(task, mv, fx);
             return None;
         }
-        self.keep(task, prev, reason, now, fx)
+        self.keep(task, prev, reason, cause, now, fx)
     }
 
     /// The waking task stays on this CPU, the one that decided (a move when
@@ -235,6 +298,7 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
         task: Task<P::TaskState>,
         prev: CpuId,
         reason: PlaceReason,
+        cause: WakeCause,
         now: u64,
         fx: &mut Effects,
     ) -> Option<Act> {
@@ -248,14 +312,22 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
             cpu: self.cpu,
             reason,
         });
-        self.rooms.queue(self.cpu, task, now, false)
+        let w = WakeFlags {
+            sync: cause.sync,
+            // Read by `preempt_sync()` alone: counted for sync wakes only.
+            selected: cause.sync && task.mask.weight() > 1,
+            in_task: cause.waker.is_some(),
+            ..WakeFlags::default()
+        };
+        self.rooms.queue(self.cpu, task, now, w)
     }
 
-    /// Step 5: a task sent here.
+    /// Step 5: a task sent here (`sync`: by a sync wake).
     pub(crate) fn adopt(
         &mut self,
         task: Task<P::TaskState>,
         reason: PlaceReason,
+        sync: bool,
         now: u64,
         fx: &mut Effects,
     ) -> Option<Act> {
@@ -267,8 +339,15 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
             return None;
         }
         (self.sh.slot(task.id).park).set(TaskState::Moving, TaskState::Queued);
-        let initial = reason == PlaceReason::Spawn;
-        self.rooms.queue(self.cpu, task, now, initial)
+        // A wake placed elsewhere arrives as a queued remote wake (the
+        // wakelist's IPI: not `in_task()`); a balancer's move is no wake.
+        let w = WakeFlags {
+            fork: reason == PlaceReason::Spawn,
+            sync,
+            selected: sync && task.mask.weight() > 1,
+            ..WakeFlags::default()
+        };
+        self.rooms.queue(self.cpu, task, now, w)
     }
 
     /// The next due deadline of a task still parked here with that
@@ -284,7 +363,16 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
                     task.sleep_deadline = None;
                     return Some(id);
                 }
-                _ => {}
+                Some(_) => {}
+                None => {
+                    // Delayed here: its entity is in the run queue.
+                    if let Some(task) = self.rooms.rq.delayed_mut(id) {
+                        if task.sleep_deadline == Some(t) {
+                            task.sleep_deadline = None;
+                            return Some(id);
+                        }
+                    }
+                }
             }
         }
         None

@@ -1,7 +1,7 @@
 //! The bands on one CPU: EEVDF shares, lag placement, wake-up preemption and
 //! its protection, and RT over fair.
 
-use schedlab_sched::fair::{calc_delta_fair, weight_of};
+use schedlab_sched::fair::{calc_delta_fair, weight_of, Features};
 use schedlab_sched::testhost::TestHost;
 use schedlab_sched::{Config, Holding, TaskId, TaskSpec};
 use schedlab_topology::CpuId;
@@ -103,7 +103,13 @@ fn a_waking_task_with_lag_is_placed_as_linux_places_it() {
 #[test]
 fn protection_holds_off_a_wakeup_preemption_until_vprot() {
     for run_to_parity in [true, false] {
-        let mut h = host_with(|c| c.fair.run_to_parity = run_to_parity);
+        let mut h = host_with(|c| {
+            c.fair.features.on = c
+                .fair
+                .features
+                .on
+                .with(Features::RUN_TO_PARITY, run_to_parity)
+        });
         let a = h.spawn_pinned(cpu0(), TaskSpec::fair(0));
         h.advance(MS / 2);
         let ea = h.cpus[0].entity_of(&h.sh, a).unwrap();

@@ -58,7 +58,7 @@ impl MoveReason {
 
     pub fn of(r: PlaceReason) -> MoveReason {
         match r {
-            PlaceReason::Home => MoveReason::Home,
+            PlaceReason::Home | PlaceReason::Delayed => MoveReason::Home,
             PlaceReason::Forward => MoveReason::Forward,
             PlaceReason::WakerRule => MoveReason::WakerRule,
             PlaceReason::Affinity => MoveReason::Affinity,

@@ -273,6 +273,7 @@ fn encode(cpu: CpuId, t: &Trace) -> [u64; 2] {
             match delivery {
                 Delivery::Flagged => 0,
                 Delivery::Post { owner } => 1 + owner.index() as u32,
+                Delivery::Requeue { owner } => 6000 + owner.index() as u32,
                 Delivery::Coalesced => 5000,
                 Delivery::Dead => 5001,
             },
@@ -420,7 +421,7 @@ impl Recorder {
             Some(w),
             Trace::Wake {
                 task,
-                delivery: Delivery::Post { .. },
+                delivery: Delivery::Post { .. } | Delivery::Requeue { .. },
                 cause,
             },
         ) = (self.wakers.as_mut(), t)
@@ -438,7 +439,7 @@ impl Recorder {
                 cause,
             } => {
                 let (target, parked) = match delivery {
-                    Delivery::Post { owner } => (owner, true),
+                    Delivery::Post { owner } | Delivery::Requeue { owner } => (owner, true),
                     Delivery::Flagged => (owner(task), false),
                     Delivery::Coalesced | Delivery::Dead => return,
                 };

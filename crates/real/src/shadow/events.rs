@@ -42,6 +42,7 @@ pub fn events(raw: &[Raw], formats: &BTreeMap<u16, Format>) -> Vec<Ev> {
                         Some(false) => Some(flags & NEED_RESCHED != 0),
                         _ => None,
                     },
+                    resched_before: before == Some(true),
                 });
             }
             "sched_switch" => out.push(Ev::Switch {
@@ -134,6 +135,7 @@ pub fn events_of_sim(log: &[Event]) -> Vec<Ev> {
                 new: false,
                 by_task: true,
                 kernel_resched: None,
+                resched_before: false,
             }),
             _ => None,
         })

@@ -3,72 +3,66 @@
 //! A replay ([`crate::replay`]) asks whether the model schedules a program
 //! as the kernel did. This asks the question under it: from the state the
 //! kernel was in, does the model's EEVDF make the kernel's decision? Each
-//! CPU's fair queue is rebuilt from the kernel's record, and the model's
-//! own rules (`schedlab_sched::fair`) fill in what the record does not
-//! say:
+//! CPU's fair queue is rebuilt from the kernel's record in the scheduler's
+//! own queue ([`FairQueue`], the one the simulator's run queues hold: no
+//! rule is written twice), and the model's rules fill in what the record
+//! does not say:
 //!
-//! * `sched_wakeup` / `sched_wakeup_new` on CPU c: c's running entity is
-//!   charged (`update_curr`), then the woken one is placed by its lag
-//!   (`place_entity`; a new task with half a slice);
+//! * `sched_wakeup` / `sched_wakeup_new` on CPU c: the woken thread is
+//!   placed by its lag (`place_entity()`; a new one with half a slice) or,
+//!   delayed there, put back where it waited (`requeue_delayed_entity()`);
+//!   then c's running entity is charged and the wake-up check runs
+//!   (`check_preempt_wakeup_fair()`: the next buddy, the protection);
 //! * `sched_switch` on c: the previous entity is charged for the time it
-//!   ran; it stays queued when it was preempted and leaves with its lag
-//!   (`update_lag`) when it blocked or exited; the next one, a fresh pick,
-//!   gets its protection (`set_protect`);
+//!   ran; it stays queued when it was preempted, and when it blocked it
+//!   leaves with its lag or, not eligible under `DELAY_DEQUEUE`, stays
+//!   delayed; the pick runs (finishing any delayed entity it lands on);
+//!   the kernel's next thread is then the running one, protected afresh;
 //! * `sched_migrate_task` of a queued entity: it leaves with its lag and
-//!   its deadline kept relative (`PLACE_REL_DEADLINE`) and is placed on the
-//!   destination.
+//!   its deadline kept relative (`PLACE_REL_DEADLINE`) and is placed on
+//!   the destination; a delayed one is finished first.
 //!
 //! Held beside the kernel:
 //!
 //! * **picks**: at each `sched_switch` where the queue holds only the
-//!   recording's threads, the model's `pick_eevdf` from the rebuilt state
-//!   against the thread the kernel ran. The same thread, or *a tie*: both
+//!   recording's threads, the model's pick from the rebuilt state against
+//!   the thread the kernel ran. The same thread, or *a tie*: both
 //!   eligible, deadlines within [`TIE_NS`] (the record's timestamps are
 //!   not the kernel's task clock, which leaves out interrupt time and the
 //!   tracing's own, so closer than that the order is not known);
 //! * **wake-up preemption**: at each wake a thread posts on the CPU it
 //!   enqueues to, while one of the recording's threads runs there, the
-//!   model's decision (its pick is now the woken one) against the
-//!   kernel's: the need-resched flag of the `sched_wakeup` event, counted
-//!   only when the `sched_waking` before it did not already carry it.
+//!   model's decision against the kernel's: the need-resched flag of the
+//!   `sched_wakeup` event, counted only when the `sched_waking` before it
+//!   did not already carry it.
 //!
 //! The running entity is charged at each scheduler tick too (the kernel's
-//! `TICK_NSEC`, read from its `CONFIG_HZ`: [`kernel_hz`]), since a reached
+//! `TICK_NSEC`), and with `HRTICK` when its slice ends, since a reached
 //! deadline is renewed from the `v` of the `update_curr()` that finds it.
 //!
-//! Two of Linux's rules the model does not have can be added, to see which
-//! of the kernel's decisions they explain:
-//!
-//! * [`Rules::delay_dequeue`]: `DELAY_DEQUEUE` and `DELAY_ZERO` (on by
-//!   default since 6.12): an entity that blocks while ineligible stays
-//!   queued and counted in `V` until it is picked (then it leaves, a
-//!   positive lag dropped) or woken (then it stays where it is, placed
-//!   again at zero lag only if its lag became positive:
-//!   `requeue_delayed_entity()`), in `kernel/sched/fair.c`'s
-//!   `dequeue_entity()` and `pick_next_entity()`;
-//! * [`Rules::next_buddy`]: `NEXT_BUDDY` as commit e837456fdca8 ("sched/
-//!   fair: Reimplement NEXT_BUDDY to align with EEVDF goals", 6.19, also
-//!   taken into 6.18's stable series) has it: a wake makes the woken entity
-//!   the next buddy unless the buddy already set has an earlier deadline,
-//!   and `__pick_eevdf()` returns an eligible buddy before anything else
-//!   (`PICK_BUDDY`), so an eligible woken entity preempts. Mainline turned
-//!   the feature off again in 6.19 (commit 4f70f106bca1); a kernel's
-//!   features cannot be read without debugfs. Simplified: the `WF_SYNC`
-//!   branch (`preempt_sync()`, which holds a sync wake back until the waker
-//!   has run a while) is not taken, as the record does not say which wakes
-//!   were sync.
+//! [`Report::of`] does this for the model's default feature set (what
+//! `linux` runs) and for candidate sets: each release's defaults, one
+//! feature flipped from the default at a time, at each common `CONFIG_HZ`.
+//! The candidate that agrees with most of the kernel's decisions is its
+//! **fit**: which fair class the recorded kernel runs, read from its
+//! trace (debugfs, where `sched/features` lives, is often not mountable).
 //!
 //! Simplified: one level of queue per CPU (Linux nests a process group's
 //! entities under its group's, which changes nothing among the recording's
 //! threads when, as here, they share one group), weights from each event's
 //! `prio`, RT tasks and threads outside the recording left out of the
-//! queues. A recording filters its events to its own threads, so a
+//! queues; no wake is taken as sync (`WF_SYNC`: the record does not say
+//! which call posted it), so `NEXT_BUDDY`'s `preempt_sync()` is never
+//! asked. A recording filters its events to its own threads, so a
 //! migration another context makes (a balancer pulling a thread from an
 //! idle CPU) can be missing: the thread is moved when it next runs.
 
 use std::collections::BTreeMap;
 
-use schedlab_sim::sched::fair::{self, Avg, Entity, FairConfig, Pick};
+use schedlab_sim::sched::fair::{
+    self, queue, Choice, Entity, FairConfig, FairQueue, FeatureSet, Features, Kernel, Queued,
+    WakeFlags, ALL_FEATURES,
+};
 use schedlab_sim::PrevState;
 use serde::Serialize;
 
@@ -81,12 +75,16 @@ pub use events::{events, events_of_sim, kernel_hz};
 /// Deadlines closer than this are a tie (see the module doc).
 pub const TIE_NS: i64 = 20_000;
 
+/// The `CONFIG_HZ` values a kernel is commonly built with.
+pub const HZ_CANDIDATES: [u64; 4] = [100, 250, 300, 1000];
+
 /// One event of the schedule, from the kernel's record or a simulated run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ev {
     /// `task` is enqueued on `target`, by a wake posted on `cpu`. `kernel_resched`:
     /// the kernel asked the running task to reschedule at this wake (`None`:
-    /// not known). `by_task`: posted by a thread, not an interrupt.
+    /// not known, or already asked: `resched_before`). `by_task`: posted by
+    /// a thread, not an interrupt.
     Wakeup {
         at: u64,
         cpu: usize,
@@ -96,6 +94,8 @@ pub enum Ev {
         new: bool,
         by_task: bool,
         kernel_resched: Option<bool>,
+        /// The `sched_waking` before it carried the need-resched flag.
+        resched_before: bool,
     },
     /// `cpu` stops running `prev` (0: idle) and runs `next` (0: idle).
     Switch {
@@ -138,93 +138,171 @@ impl Agreement {
 
     /// The share of compared wakes decided alike.
     pub fn wake_share(&self) -> f64 {
-        let differ = self.wakes_kernel_only + self.wakes_model_only;
-        (self.wakes - differ) as f64 / self.wakes.max(1) as f64
+        self.wakes_alike() as f64 / self.wakes.max(1) as f64
+    }
+
+    fn wakes_alike(&self) -> u64 {
+        self.wakes - self.wakes_kernel_only - self.wakes_model_only
+    }
+
+    /// Decisions made alike, picks and wakes together: what a fit ranks.
+    pub fn alike(&self) -> u64 {
+        self.picks_same + self.picks_tie + self.wakes_alike()
     }
 }
 
-/// The model's rules, and what may be added to them.
-#[derive(Clone, Copy, Debug)]
-pub struct Rules {
-    pub fair: FairConfig,
-    /// Linux's `DELAY_DEQUEUE` and `DELAY_ZERO` (see the module doc).
-    pub delay_dequeue: bool,
-    /// `NEXT_BUDDY` as Linux 6.19 reimplemented it (see the module doc).
-    pub next_buddy: bool,
+/// One fair class held to the recording: its feature set, its tick, and
+/// how it agrees.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Row {
+    /// The release and the features off its defaults (`6.19`,
+    /// `6.19+NEXT_BUDDY`).
+    pub set: String,
+    pub hz: u64,
+    #[serde(flatten)]
+    pub agreement: Agreement,
 }
 
-/// The model's rules, and the same with Linux's rules it lacks added one
-/// by one, side by side.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+/// The model's default fair class, the candidate that agrees most, and
+/// every candidate, side by side.
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
-    /// The scheduler tick the shadow charged the running entity at, ns
-    /// (the kernel's `TICK_NSEC`: where a reached deadline is renewed).
+    /// The scheduler tick the kernel was read to run (`CONFIG_HZ`), ns:
+    /// the model row's.
     pub tick_ns: u64,
-    pub model: Agreement,
-    pub with_delay_dequeue: Agreement,
-    pub with_delay_dequeue_and_next_buddy: Agreement,
+    /// The model's default set for `linux`, at the kernel's tick.
+    pub model: Row,
+    /// The candidate with the most decisions made alike (ties to the
+    /// model's default, then to the kernel's tick).
+    pub fit: Row,
+    pub candidates: Vec<Row>,
 }
 
 impl Report {
     /// The comparisons over `evs`, with the fair band of `ncpus` CPUs and
     /// the kernel's tick `tick_ns`.
     pub fn of(evs: &[Ev], ours: &dyn Fn(i32) -> bool, ncpus: usize, tick_ns: u64) -> Report {
-        let mut fair = FairConfig::for_cpus(ncpus);
-        fair.tick_ns = tick_ns;
-        let run = |delay_dequeue, next_buddy| {
-            compare(
-                evs,
-                ours,
-                Rules {
-                    fair,
-                    delay_dequeue,
-                    next_buddy,
-                },
+        let base = FairConfig::for_cpus(ncpus);
+        let hz = 1_000_000_000 / tick_ns.max(1);
+        let row = |set: FeatureSet, hz: u64| {
+            let mut c = base.with_hz(hz as u32);
+            c.features = set;
+            Row {
+                set: set.to_string(),
+                hz,
+                agreement: compare(evs, ours, c),
+            }
+        };
+        let default = FeatureSet::LINUX;
+        let model = row(default, hz);
+        let mut hzs: Vec<u64> = HZ_CANDIDATES.to_vec();
+        if !hzs.contains(&hz) {
+            hzs.push(hz);
+        }
+        let mut candidates = Vec::new();
+        for set in candidate_sets(default) {
+            for &h in &hzs {
+                candidates.push(row(set, h));
+            }
+        }
+        // Most alike first; among equals the model's set, then its tick.
+        let rank = |r: &Row| {
+            (
+                std::cmp::Reverse(r.agreement.alike()),
+                r.set != model.set,
+                r.hz != hz,
             )
         };
+        let fit = candidates
+            .iter()
+            .min_by_key(|r| rank(r))
+            .cloned()
+            .unwrap_or_else(|| model.clone());
         Report {
             tick_ns,
-            model: run(false, false),
-            with_delay_dequeue: run(true, false),
-            with_delay_dequeue_and_next_buddy: run(true, true),
+            model,
+            fit,
+            candidates,
         }
     }
 }
 
-/// One thread's entity and where it is.
-#[derive(Clone, Copy, Debug)]
-struct Ent {
-    e: Entity,
-    cpu: usize,
-    queued: bool,
-    delayed: bool,
+/// The sets a fit tries: each release's defaults, and `default` with one
+/// feature of the fair class's flipped at a time (`HRTICK` excepted: its
+/// effect is a timer, the same at every candidate tick here).
+pub fn candidate_sets(default: FeatureSet) -> Vec<FeatureSet> {
+    let mut sets: Vec<FeatureSet> = fair::features::KERNELS
+        .iter()
+        .filter(|&&k| k != Kernel::Base)
+        .map(|&k| FeatureSet::of(k))
+        .collect();
+    for f in ALL_FEATURES {
+        let bit = f.set();
+        if bit == Features::HRTICK {
+            continue;
+        }
+        let on = default.on.with(bit, !default.has(bit));
+        sets.push(FeatureSet { on, ..default });
+    }
+    sets.sort();
+    sets.dedup();
+    sets
 }
 
-/// One CPU's queue: the entities queued there (the running one among them
-/// while it is runnable) and the running thread.
+/// One thread's entity in a queue.
+#[derive(Clone, Copy, Debug)]
+struct Th {
+    tid: i32,
+    e: Entity,
+}
+
+impl Queued for Th {
+    fn key(&self) -> u32 {
+        self.tid as u32
+    }
+    fn entity(&self) -> &Entity {
+        &self.e
+    }
+    fn entity_mut(&mut self) -> &mut Entity {
+        &mut self.e
+    }
+}
+
+/// One CPU: its fair queue, the recording's thread running there (when
+/// one is), and whether it runs anything at all.
 #[derive(Clone, Debug, Default)]
-struct Queue {
-    tids: Vec<i32>,
-    curr: i32,
-    zero_v: i64,
-    /// The next buddy (`cfs_rq->next`), with [`Rules::next_buddy`].
-    next: Option<i32>,
+struct Cpu {
+    q: FairQueue<Th>,
+    curr: Option<Th>,
+    /// The kernel's running thread (0: idle; maybe not one of ours).
+    running: i32,
+}
+
+/// Where one of the recording's threads is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    Running(usize),
+    Queued(usize),
+    Delayed(usize),
+    Blocked,
 }
 
 struct Shadow<'a> {
-    rules: Rules,
+    cfg: FairConfig,
     ours: &'a dyn Fn(i32) -> bool,
-    ents: BTreeMap<i32, Ent>,
-    cpus: Vec<Queue>,
+    /// Threads off every queue, with their lag.
+    blocked: BTreeMap<i32, Entity>,
+    cpus: Vec<Cpu>,
     out: Agreement,
 }
 
-/// The model's decisions beside the kernel's over `evs` (in time order).
-pub fn compare(evs: &[Ev], ours: &dyn Fn(i32) -> bool, rules: Rules) -> Agreement {
+/// The model's decisions beside the kernel's over `evs` (in time order),
+/// with the fair class `cfg`.
+pub fn compare(evs: &[Ev], ours: &dyn Fn(i32) -> bool, cfg: FairConfig) -> Agreement {
     let mut s = Shadow {
-        rules,
+        cfg,
         ours,
-        ents: BTreeMap::new(),
+        blocked: BTreeMap::new(),
         cpus: Vec::new(),
         out: Agreement::default(),
     };
@@ -244,131 +322,106 @@ fn nice_of(prio: i32) -> Option<i8> {
 }
 
 impl Shadow<'_> {
-    fn queue(&mut self, cpu: usize) -> &mut Queue {
+    fn cpu(&mut self, cpu: usize) -> &mut Cpu {
         if self.cpus.len() <= cpu {
-            self.cpus.resize_with(cpu + 1, Queue::default);
+            self.cpus.resize_with(cpu + 1, Cpu::default);
         }
         &mut self.cpus[cpu]
     }
 
-    /// `tid`'s entity: one of the recording's threads, in the fair class.
-    fn ent(&mut self, tid: i32, prio: i32) -> Option<&mut Ent> {
-        let nice = nice_of(prio).filter(|_| (self.ours)(tid))?;
-        let slice = self.rules.fair.base_slice_ns;
-        let ent = self.ents.entry(tid).or_insert_with(|| Ent {
-            e: Entity::new(nice, slice),
-            cpu: 0,
-            queued: false,
-            delayed: false,
-        });
-        ent.e.weight = fair::weight_of(nice);
-        Some(ent)
+    /// Whether `tid` is one of the recording's fair threads.
+    fn fair(&self, tid: i32, prio: i32) -> bool {
+        tid != 0 && (self.ours)(tid) && nice_of(prio).is_some()
     }
 
-    /// `V`'s sums over `cpu`'s queue.
-    fn avg(&mut self, cpu: usize) -> Avg {
-        self.queue(cpu);
-        let (q, ents) = (&self.cpus[cpu], &self.ents);
-        Avg::of(q.tids.iter().map(|t| &ents[t].e), q.zero_v)
-    }
-
-    /// Charges `cpu`'s running entity up to `at` (`update_curr`), at each
-    /// tick on the way: a deadline reached is renewed from the `v` of the
-    /// call that finds it, so where the calls fall matters.
-    fn charge(&mut self, cpu: usize, at: u64) {
-        let curr = self.queue(cpu).curr;
-        let tick = self.rules.fair.tick_ns.max(1);
-        if let Some(c) = self.ents.get_mut(&curr).filter(|c| c.queued) {
-            let mut t = (c.e.exec_start / tick + 1) * tick;
-            while t < at {
-                c.e.update_curr(t);
-                t += tick;
+    /// Where `tid` is.
+    fn at(&self, tid: i32) -> At {
+        for (i, c) in self.cpus.iter().enumerate() {
+            if c.curr.is_some_and(|t| t.tid == tid) {
+                return At::Running(i);
             }
-            c.e.update_curr(at);
+            if c.q.queued.iter().any(|t| t.tid == tid) {
+                return At::Queued(i);
+            }
+            if c.q.delayed.iter().any(|t| t.tid == tid) {
+                return At::Delayed(i);
+            }
         }
+        At::Blocked
     }
 
-    /// Takes `tid` off its queue, with its lag (`update_lag`).
-    fn dequeue(&mut self, tid: i32) {
-        let Some(&ent) = self.ents.get(&tid) else {
+    /// `tid`, taken off whatever queue holds it, as a blocked thread would
+    /// be (a record that lost events: it starts over where it is seen).
+    fn take(&mut self, tid: i32, prio: i32) -> Th {
+        let cfg = self.cfg;
+        let mut th = match self.at(tid) {
+            At::Running(c) => self.cpus[c].curr.take().expect("running"),
+            At::Queued(c) => {
+                let cpu = &mut self.cpus[c];
+                let curr = cpu.curr.as_ref().map(|t| &t.e);
+                cpu.q.dequeue(tid as u32, curr, &cfg, true).expect("queued")
+            }
+            At::Delayed(c) => {
+                let cpu = &mut self.cpus[c];
+                let i = cpu.q.delayed_at(tid as u32).expect("delayed");
+                let curr = cpu.curr.as_ref().map(|t| &t.e);
+                cpu.q.finish_delayed(i, curr, &cfg)
+            }
+            At::Blocked => Th {
+                tid,
+                e: self
+                    .blocked
+                    .remove(&tid)
+                    .unwrap_or_else(|| Entity::new(0, cfg.base_slice_ns)),
+            },
+        };
+        let nice = nice_of(prio).unwrap_or(0);
+        th.e.weight = fair::weight_of(nice);
+        th
+    }
+
+    /// Charges `cpu`'s running entity up to `at` (`update_curr()`), at each
+    /// tick on the way and, with `HRTICK`, when its slice ends: a deadline
+    /// reached is renewed from the `v` of the call that finds it, so where
+    /// the calls fall matters.
+    /// Whether the last call, at `at`, asks for a reschedule (off the
+    /// tick: [`queue::update_curr_off_tick`]).
+    fn charge(&mut self, cpu: usize, at: u64) -> bool {
+        self.charge_ticks(cpu, at);
+        let cfg = self.cfg;
+        let c = self.cpu(cpu);
+        let others = c.q.others();
+        c.curr
+            .as_mut()
+            .is_some_and(|t| queue::update_curr_off_tick(&mut t.e, at, others, &cfg))
+    }
+
+    /// The charges the kernel made before `at`: at each tick (and slice
+    /// end, with `HRTICK`) strictly before it. What a wake that charges
+    /// nothing first reads (`requeue_delayed_entity()`).
+    fn charge_ticks(&mut self, cpu: usize, at: u64) {
+        let tick = self.cfg.tick_ns.max(1);
+        let hrtick = self.cfg.has(Features::HRTICK);
+        let Some(c) = self.cpu(cpu).curr.as_mut() else {
             return;
         };
-        if !ent.queued {
-            return;
-        }
-        let v = self.avg(ent.cpu).v();
-        let q = self.queue(ent.cpu);
-        q.tids.retain(|&t| t != tid);
-        q.zero_v = v;
-        if q.next == Some(tid) {
-            q.next = None;
-        }
-        let tick = self.rules.fair.tick_ns;
-        let ent = self.ents.get_mut(&tid).expect("looked up");
-        ent.e.update_lag(v, tick);
-        ent.queued = false;
-        ent.delayed = false;
-    }
-
-    /// Puts `tid` on `cpu`'s queue where its lag says (`place_entity`);
-    /// `rel_deadline`: its deadline kept relative, as a migration does.
-    fn enqueue(&mut self, tid: i32, cpu: usize, initial: bool, rel_deadline: Option<i64>) {
-        self.queue(cpu);
-        let (q, ents) = (&self.cpus[cpu], &self.ents);
-        let mut e = ents[&tid].e;
-        fair::place_entity(&mut e, q.tids.iter().map(|t| &ents[t].e), q.zero_v, initial);
-        if let Some(rel) = rel_deadline {
-            e.deadline = e.vruntime + rel;
-        }
-        let ent = self.ents.get_mut(&tid).expect("created before");
-        (ent.e, ent.cpu, ent.queued) = (e, cpu, true);
-        self.queue(cpu).tids.push(tid);
-    }
-
-    /// `pick_eevdf()` on `cpu`: over the queue, with the running entity
-    /// when it is queued. A delayed entity may be the pick.
-    fn pick_once(&mut self, cpu: usize) -> Option<i32> {
-        let q = &*self.queue(cpu);
-        // `PICK_BUDDY`: the next buddy first, when it is eligible.
-        let buddy = q.next.filter(|b| q.tids.len() > 1 && q.tids.contains(b));
-        if let Some(b) = buddy.filter(|&b| self.eligible(b)) {
-            return Some(b);
-        }
-        let (q, ents) = (&self.cpus[cpu], &self.ents);
-        let curr = ents.get(&q.curr).filter(|c| c.queued && c.cpu == cpu);
-        let rest: Vec<i32> = q.tids.iter().copied().filter(|&t| t != q.curr).collect();
-        let pick = fair::pick_eevdf(
-            rest.iter().map(|t| &ents[t].e),
-            curr.map(|c| &c.e),
-            &self.rules.fair,
-            q.zero_v,
-        );
-        match pick {
-            Pick::Current => Some(q.curr),
-            Pick::Queued(i) => Some(rest[i]),
-            Pick::Nothing => None,
-        }
-    }
-
-    /// The pick `schedule()` makes on `cpu` (`pick_next_entity()`): a
-    /// delayed entity picked leaves (its positive lag dropped: `DELAY_ZERO`)
-    /// and the pick is made again.
-    fn pick(&mut self, cpu: usize) -> Option<i32> {
-        loop {
-            let tid = self.pick_once(cpu)?;
-            if !self.ents[&tid].delayed {
-                return Some(tid);
+        let e = &mut c.e;
+        let mut t = (e.exec_start / tick + 1) * tick;
+        let mut slice_end = hrtick.then(|| {
+            let ran = e.sum_exec - e.prev_sum_exec;
+            e.exec_start + e.slice.saturating_sub(ran)
+        });
+        while t < at {
+            if let Some(s) = slice_end.filter(|&s| s < t) {
+                e.update_curr(s);
+                slice_end = None;
             }
-            self.finish_delayed(tid);
+            e.update_curr(t);
+            t += tick;
         }
-    }
-
-    /// A delayed entity leaves for good: its lag taken, a positive one
-    /// dropped (`DELAY_ZERO`).
-    fn finish_delayed(&mut self, tid: i32) {
-        self.dequeue(tid);
-        let e = &mut self.ents.get_mut(&tid).expect("was queued").e;
-        e.vlag = e.vlag.min(0);
+        if let Some(s) = slice_end.filter(|&s| s < at) {
+            e.update_curr(s);
+        }
     }
 
     fn wakeup(&mut self, ev: &Ev) {
@@ -381,57 +434,39 @@ impl Shadow<'_> {
             new,
             by_task,
             kernel_resched,
+            resched_before,
         } = *ev
         else {
             return;
         };
-        self.charge(target, at);
-        let Some(ent) = self.ent(task, prio).copied() else {
+        if !self.fair(task, prio) {
+            self.charge(target, at);
+            return;
+        }
+        let cfg = self.cfg;
+        let Some((q, asks)) = self.enqueue_woken(task, prio, target, new, at) else {
             return;
         };
-        if ent.queued && ent.cpu == target {
-            // Queued already (`ttwu_runnable()`): a delayed entity stays
-            // where it is, placed again at zero lag only if its lag became
-            // positive (`requeue_delayed_entity()`).
-            if ent.delayed {
-                let v = self.avg(target).v();
-                let tick = self.rules.fair.tick_ns;
-                let e = self.ents.get_mut(&task).expect("looked up");
-                e.delayed = false;
-                e.e.update_lag(v, tick);
-                if e.e.vlag > 0 {
-                    e.e.vlag = 0;
-                    e.queued = false;
-                    self.queue(target).tids.retain(|&t| t != task);
-                    self.enqueue(task, target, false, None);
-                }
-            }
-        } else {
-            // Queued elsewhere means a switch the record lost: start over.
-            self.dequeue(task);
-            self.enqueue(task, target, new, None);
-        }
-        if self.rules.next_buddy && !new {
-            // `set_preempt_buddy()`: an earlier-deadline buddy stays.
-            let keep = self.queue(target).next.is_some_and(|b| {
-                self.ents
-                    .get(&b)
-                    .is_some_and(|b| b.queued && b.e.deadline < self.ents[&task].e.deadline)
-            });
-            if !keep {
-                self.queue(target).next = Some(task);
-            }
-        }
-        let curr = self.queue(target).curr;
+        let t = self.cpu(target);
+        let Some(curr) = t.curr.as_mut() else {
+            return;
+        };
+        let w = WakeFlags {
+            fork: new,
+            in_task: by_task && cpu == target,
+            selected: true,
+            resched_set: resched_before,
+            ..WakeFlags::default()
+        };
+        let w = WakeFlags {
+            resched_set: w.resched_set || asks,
+            ..w
+        };
+        let model = t.q.wakeup_preempt(q, &mut curr.e, &cfg, at, w) || asks;
         let compared = by_task && cpu == target && !new;
         let (Some(kernel), true) = (kernel_resched, compared) else {
             return;
         };
-        if !self.ents.get(&curr).is_some_and(|c| c.queued) {
-            return;
-        }
-        // `wakeup_preempt_fair()`: the pick, delayed entities and all.
-        let model = self.pick_once(target) == Some(task);
         let o = &mut self.out;
         o.wakes += 1;
         match (kernel, model) {
@@ -439,6 +474,51 @@ impl Shadow<'_> {
             (true, false) => o.wakes_kernel_only += 1,
             (false, true) => o.wakes_model_only += 1,
             (false, false) => {}
+        }
+    }
+
+    /// Puts woken `task` on `target`'s queue (placed, or put back where it
+    /// waited delayed) and charges the running entity: the queue index the
+    /// wake-up check is for and whether charging asked for a reschedule;
+    /// `None` when no check runs.
+    fn enqueue_woken(
+        &mut self,
+        task: i32,
+        prio: i32,
+        target: usize,
+        new: bool,
+        at: u64,
+    ) -> Option<(usize, bool)> {
+        let cfg = self.cfg;
+        match self.at(task) {
+            At::Delayed(c) if c == target => {
+                // Delayed there (`ttwu_runnable()`): back among the
+                // runnable where it waited, against the running entity as
+                // last charged; the wake-up check then charges it.
+                self.charge_ticks(target, at);
+                let t = self.cpu(target);
+                let i = t.q.delayed_at(task as u32).expect("delayed");
+                let curr = t.curr.as_ref().map(|c| &c.e);
+                let q = t.q.requeue_delayed(i, curr, &cfg);
+                Some((q, self.charge(target, at)))
+            }
+            // Preempted there (`ttwu_runnable()`): the check runs too.
+            At::Queued(c) if c == target => {
+                let asks = self.charge(target, at);
+                let q = self.cpus[c].q.queued.iter().position(|t| t.tid == task);
+                q.map(|q| (q, asks))
+            }
+            // Running there: no check (`task_on_cpu()`).
+            At::Running(c) if c == target => None,
+            _ => {
+                let mut th = self.take(task, prio);
+                let asks = self.charge(target, at);
+                th.e.rel_deadline = false;
+                let t = self.cpu(target);
+                let curr = t.curr.as_ref().map(|c| &c.e);
+                t.q.enqueue(th, curr, &cfg, new);
+                Some((t.q.queued.len() - 1, asks))
+            }
         }
     }
 
@@ -455,93 +535,156 @@ impl Shadow<'_> {
         else {
             return;
         };
+        let cfg = self.cfg;
         self.charge(cpu, at);
-        if prev != 0 && self.ent(prev, prev_prio).is_some() {
-            self.seat(prev, cpu, at);
+        if self.fair(prev, prev_prio) {
+            self.seat(prev, prev_prio, cpu, at);
+            let c = self.cpu(cpu);
+            let th = c.curr.take().expect("seated");
             match prev_state {
-                PrevState::Runnable => {}
-                PrevState::Blocked if self.rules.delay_dequeue && !self.eligible(prev) => {
-                    self.ents.get_mut(&prev).expect("seated").delayed = true;
+                // Preempted: it competes in the pick as the running one.
+                PrevState::Runnable => c.curr = Some(th),
+                PrevState::Blocked => {
+                    if let Some(left) = c.q.block(th, &cfg) {
+                        self.blocked.insert(left.tid, left.e);
+                    }
                 }
-                PrevState::Blocked | PrevState::Exited => self.dequeue(prev),
+                PrevState::Exited => {
+                    let mut th = th;
+                    c.q.leave(&mut th, &cfg, false);
+                }
+            }
+        } else {
+            // Not one of ours: whatever it was, ours are not running.
+            if let Some(th) = self.cpu(cpu).curr.take() {
+                self.cpu(cpu).q.queued.push(th);
             }
         }
-        let queued = !self.queue(cpu).tids.is_empty();
+        let compared = self.cpus[cpu].q.others() || self.cpus[cpu].curr.is_some();
         let model = self.pick(cpu);
-        if queued && (next == 0 || (self.ours)(next) && nice_of(next_prio).is_some()) {
-            self.judge(model, next);
+        if compared && (next == 0 || self.fair(next, next_prio)) {
+            self.judge(cpu, model, next);
         }
-        let q = self.queue(cpu);
-        q.curr = next;
-        if q.next == Some(next) {
-            q.next = None;
+        // The kernel's next runs; the model's running one (if not it)
+        // goes back to the queue.
+        let c = self.cpu(cpu);
+        if let Some(th) = c.curr.take() {
+            c.q.queued.push(th);
         }
-        if next == 0 || self.ent(next, next_prio).is_none() {
+        c.running = next;
+        if !self.fair(next, next_prio) {
             return;
         }
-        self.seat(next, cpu, at);
-        let min_slice = self.rules.fair.base_slice_ns;
-        let e = &mut self.ents.get_mut(&next).expect("seated").e;
-        e.exec_start = at;
+        self.seat(next, next_prio, cpu, at);
+        let c = self.cpu(cpu);
+        let th = c.curr.as_mut().expect("seated");
+        th.e.exec_start = at;
         if next != prev {
-            e.set_protect(min_slice);
+            th.e.prev_sum_exec = th.e.sum_exec;
+            let mut e = th.e;
+            c.q.arm_protection(&mut e, &cfg);
+            c.curr.as_mut().expect("seated").e = e;
         }
     }
 
-    /// Makes sure `tid`, seen on `cpu`, is queued there (a record that
-    /// starts mid-run, or a wake it did not keep).
-    fn seat(&mut self, tid: i32, cpu: usize, at: u64) {
-        let ent = self.ents[&tid];
-        if ent.queued && ent.cpu == cpu {
+    /// The model's pick on `cpu` (`pick_task_fair()`): a delayed entity
+    /// it lands on leaves, its lag taken (`DELAY_ZERO`), and it picks again.
+    /// `0`: idle.
+    fn pick(&mut self, cpu: usize) -> i32 {
+        let cfg = self.cfg;
+        loop {
+            let c = &mut self.cpus[cpu];
+            let curr = c.curr.as_ref().map(|t| &t.e);
+            match c.q.pick(curr, &cfg) {
+                Choice::Current => return c.curr.expect("picked").tid,
+                Choice::Queued(i) => return c.q.queued[i].tid,
+                Choice::Nothing => return 0,
+                Choice::Delayed(i) => {
+                    let curr = c.curr.as_ref().map(|t| &t.e);
+                    let th = c.q.finish_delayed(i, curr, &cfg);
+                    self.blocked.insert(th.tid, th.e);
+                }
+            }
+        }
+    }
+
+    /// Makes `tid`, seen running on `cpu`, the running entity there: taken
+    /// from its queue (a record that starts mid-run, or a wake it did not
+    /// keep, places it first).
+    fn seat(&mut self, tid: i32, prio: i32, cpu: usize, at: u64) {
+        let cfg = self.cfg;
+        if self.cpu(cpu).curr.is_some_and(|t| t.tid == tid) {
             return;
         }
-        self.dequeue(tid);
-        self.enqueue(tid, cpu, false, None);
-        self.ents.get_mut(&tid).expect("seated").e.exec_start = at;
+        if let Some(th) = self.cpu(cpu).curr.take() {
+            self.cpu(cpu).q.queued.push(th);
+        }
+        let th = match self.at(tid) {
+            At::Queued(c) if c == cpu => {
+                let q = &mut self.cpus[cpu].q;
+                let i = q.queued.iter().position(|t| t.tid == tid).expect("queued");
+                q.take(i)
+            }
+            _ => {
+                let mut th = self.take(tid, prio);
+                th.e.rel_deadline = false;
+                let q = &mut self.cpus[cpu].q;
+                q.place(&mut th.e, None, &cfg, false);
+                th.e.exec_start = at;
+                th
+            }
+        };
+        self.cpus[cpu].curr = Some(th);
     }
 
-    fn eligible(&mut self, tid: i32) -> bool {
-        let cpu = self.ents[&tid].cpu;
-        let v = self.ents[&tid].e.vruntime;
-        self.avg(cpu).eligible(v)
-    }
-
-    /// Counts the model's pick `model` against the kernel's `next`.
-    fn judge(&mut self, model: Option<i32>, next: i32) {
-        let next = (next != 0).then_some(next);
+    /// Counts the model's pick `model` against the kernel's `next` (both 0
+    /// for idle).
+    fn judge(&mut self, cpu: usize, model: i32, next: i32) {
         self.out.picks += 1;
         if model == next {
             self.out.picks_same += 1;
             return;
         }
-        let (Some(m), Some(k)) = (model, next) else {
+        if model == 0 || next == 0 {
+            return;
+        }
+        let c = &self.cpus[cpu];
+        let curr = c.curr.as_ref().map(|t| &t.e);
+        let find = |tid: i32| {
+            c.curr
+                .iter()
+                .chain(c.q.queued.iter())
+                .find(|t| t.tid == tid)
+                .map(|t| t.e)
+        };
+        let (Some(m), Some(k)) = (find(model), find(next)) else {
             return;
         };
-        let (me, ke) = (self.ents[&m], self.ents.get(&k).copied());
-        let Some(ke) = ke.filter(|k| k.queued && k.cpu == me.cpu) else {
-            return;
-        };
-        if self.eligible(k) && (ke.e.deadline - me.e.deadline).abs() <= TIE_NS {
+        let avg = c.q.avg(curr);
+        if avg.eligible(k.vruntime) && (k.deadline - m.deadline).abs() <= TIE_NS {
             self.out.picks_tie += 1;
         }
     }
 
     fn migrate(&mut self, at: u64, task: i32, from: usize, to: usize) {
-        let Some(ent) = self.ents.get(&task).copied() else {
-            return;
-        };
-        if !ent.queued || ent.cpu != from || self.queue(from).curr == task {
-            return;
+        let cfg = self.cfg;
+        match self.at(task) {
+            At::Queued(c) if c == from => {
+                self.charge(from, at);
+                let f = self.cpu(from);
+                let curr = f.curr.as_ref().map(|t| &t.e);
+                let th = f.q.dequeue(task as u32, curr, &cfg, true).expect("queued");
+                self.charge(to, at);
+                let t = self.cpu(to);
+                let curr = t.curr.as_ref().map(|t| &t.e);
+                t.q.enqueue(th, curr, &cfg, false);
+            }
+            At::Delayed(c) if c == from => {
+                // A delayed entity leaves for good before it moves.
+                let th = self.take(task, 120);
+                self.blocked.insert(th.tid, th.e);
+            }
+            _ => {}
         }
-        self.charge(from, at);
-        if ent.delayed {
-            // A delayed entity leaves for good before it moves.
-            self.finish_delayed(task);
-            return;
-        }
-        let rel = ent.e.deadline - ent.e.vruntime;
-        self.dequeue(task);
-        self.charge(to, at);
-        self.enqueue(task, to, false, Some(rel));
     }
 }

@@ -6,19 +6,24 @@ use super::*;
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
 
-fn rules(delay_dequeue: bool) -> Rules {
-    Rules {
-        fair: FairConfig::for_cpus(2),
-        delay_dequeue,
-        next_buddy: false,
-    }
+/// The model's base fair class on two CPUs, with `DELAY_DEQUEUE` and
+/// `DELAY_ZERO` when asked.
+fn rules(delay_dequeue: bool) -> FairConfig {
+    let mut c = FairConfig::for_cpus(2);
+    let extra = if delay_dequeue {
+        "DELAY_DEQUEUE,DELAY_ZERO"
+    } else {
+        ""
+    };
+    c.features = FeatureSet::default().parse(extra).expect("known");
+    c
 }
 
-fn with_buddy() -> Rules {
-    Rules {
-        next_buddy: true,
-        ..rules(true)
-    }
+/// 6.19's fair class with the reworked `NEXT_BUDDY` on, at 1000 Hz.
+fn with_buddy() -> FairConfig {
+    let mut c = FairConfig::for_cpus(2);
+    c.features = FeatureSet::LINUX.parse("NEXT_BUDDY").expect("known");
+    c
 }
 
 fn wake(at: u64, task: i32, new: bool, kernel_resched: Option<bool>) -> Ev {
@@ -31,6 +36,7 @@ fn wake(at: u64, task: i32, new: bool, kernel_resched: Option<bool>) -> Ev {
         new,
         by_task: true,
         kernel_resched,
+        resched_before: false,
     }
 }
 
@@ -145,17 +151,22 @@ fn a_task_blocked_while_ineligible_holds_v_up_only_with_delay_dequeue() {
     );
 }
 
-/// A starts alone, B joins (both v 0); at 1 ms A (v 1 ms) is not
-/// eligible and B runs 1.5 ms: its deadline renewed at the 2 ms tick
-/// (v 1 ms, deadline 2.4 ms), it blocks at v 1.5 ms with V 1.25 ms, not
-/// eligible. A runs on to v 2 ms; B's wake at 3.5 ms finds V 1.75 ms.
-/// Without `DELAY_DEQUEUE` B left with lag -0.25 ms and is placed 0.5
-/// ms after V: no preemption. With it B stayed queued; its lag is now
-/// positive, so it is placed again at zero lag, at A's v: A is eligible
-/// and protected (to 2.4 ms), still no preemption. `NEXT_BUDDY` makes
-/// the eligible B the pick: the kernel's preemption.
+/// A starts alone, B joins (both v 0); at 1 ms A (v 1 ms, its deadline
+/// renewed to 2.4 ms) is not eligible and B runs 1.5 ms: its deadline
+/// renewed at the 2 ms tick (v 1 ms, deadline 2.4 ms), it blocks at v
+/// 1.5 ms with V 1.25 ms, not eligible. A runs, protected to 2.4 ms, and
+/// its 3 ms tick charges it to v 1.5 ms. B wakes at 3.5 ms:
+///
+/// * without `DELAY_DEQUEUE` B left with lag -0.25 ms; A is charged to v
+///   2 ms and B placed 0.5 ms after it, at 2.5 ms: V 2.25 ms, A eligible
+///   and protected: no preemption (even with `NEXT_BUDDY`: B, the buddy,
+///   is not eligible);
+/// * with it B stayed queued; `requeue_delayed_entity()` reads V with A as
+///   the tick left it, 1.5 ms: B's lag is 0, it stays at 1.5 ms. The
+///   check then charges A to 2 ms: V 1.75 ms, A is not eligible, B is
+///   the pick: the kernel's preemption.
 #[test]
-fn a_woken_buddy_preempts_only_with_next_buddy() {
+fn a_task_woken_where_it_waited_delayed_preempts() {
     use PrevState::*;
     let evs = vec![
         wake(0, 1, true, None),
@@ -165,10 +176,16 @@ fn a_woken_buddy_preempts_only_with_next_buddy() {
         switch(2 * MS + 500 * US, 2, Blocked, 1),
         wake(3 * MS + 500 * US, 2, false, Some(true)),
     ];
+    let mut buddy_alone = with_buddy();
+    buddy_alone.features = buddy_alone.features.parse("NO_DELAY_DEQUEUE").unwrap();
+    let mut v6_19 = FairConfig::for_cpus(2);
+    v6_19.features = FeatureSet::LINUX;
     for (name, r, both) in [
-        ("the model's", rules(false), 0),
-        ("with DELAY_DEQUEUE", rules(true), 0),
-        ("with NEXT_BUDDY", with_buddy(), 1),
+        ("the model's base", rules(false), 0),
+        ("base + DELAY_DEQUEUE", rules(true), 1),
+        ("6.19", v6_19, 1),
+        ("6.19 + NEXT_BUDDY - DELAY_DEQUEUE", buddy_alone, 0),
+        ("6.19 + NEXT_BUDDY", with_buddy(), 1),
     ] {
         let a = compare(&evs, &|_| true, r);
         assert_eq!(

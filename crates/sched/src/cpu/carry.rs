@@ -10,6 +10,7 @@ use crate::act::Act;
 use crate::balancer::{Balancer, Cx, Request, Requests};
 use crate::cookie::give_cookie;
 use crate::effects::{Effects, PlaceReason, Trace, WakeCause};
+use crate::fair::WakeFlags;
 use crate::lifecycle::Lifecycle;
 use crate::moves::{Move, Mover};
 use crate::park::TaskState;
@@ -44,8 +45,13 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                     self.act(sh, a, now, fx);
                 }
             }
-            Msg::Adopt { task, reason } => {
-                if let Some(a) = waking!(self, sh).adopt(task, reason, now, fx) {
+            Msg::Requeue { task, cause } => {
+                if let Some(a) = waking!(self, sh).requeue(task, cause, now, fx) {
+                    self.act(sh, a, now, fx);
+                }
+            }
+            Msg::Adopt { task, reason, sync } => {
+                if let Some(a) = waking!(self, sh).adopt(task, reason, sync, now, fx) {
                     self.act(sh, a, now, fx);
                 }
             }
@@ -83,10 +89,10 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         sh: &Shared<P::TaskState>,
         task: Task<P::TaskState>,
         now: u64,
-        initial: bool,
+        w: WakeFlags,
         fx: &mut Effects,
     ) {
-        if let Some(a) = self.rooms.queue(self.id, task, now, initial) {
+        if let Some(a) = self.rooms.queue(self.id, task, now, w) {
             self.act(sh, a, now, fx);
         }
     }
@@ -96,7 +102,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
     pub(crate) fn publish(&mut self, sh: &Shared<P::TaskState>) {
         let rq = &self.rooms.rq;
         let load = rq.current.is_some() as u32 + rq.queued() as u32;
-        let fair = rq.fair.len() + rq.current.as_ref().is_some_and(|t| !t.is_rt()) as usize;
+        let fair = rq.fair.queued.len() + rq.current.as_ref().is_some_and(|t| !t.is_rt()) as usize;
         sh.publish_cpu(self.id, load, fair as u32, &rq.avg);
         self.balancer.publish(&cx!(self, sh));
         publish_core(self.id, sh, &self.rooms.pick, &mut self.rooms.rq);
@@ -120,7 +126,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
                     let t = self
                         .rooms
                         .rq
-                        .take_queued(task)
+                        .take_queued(task, true)
                         .expect("a balancer sends a task queued here");
                     self.send(sh, t, to, reason, TaskState::Queued, fx);
                     moved = true;
@@ -248,6 +254,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             to,
             reason,
             from,
+            sync: false,
         };
         self.mover(sh).hand(task, mv, fx);
     }

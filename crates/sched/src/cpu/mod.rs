@@ -71,6 +71,8 @@ pub enum Holding {
     Parked,
     /// Runnable but stopped.
     Held,
+    /// Blocked, kept competing in the run queue (`DELAY_DEQUEUE`).
+    Delayed,
 }
 
 /// What [`CpuSched::spawn`] created and what the host must do about it.
@@ -188,9 +190,17 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             .rooms
             .rq
             .fair
+            .queued
             .iter()
             .chain(self.rooms.rq.rt.iter())
             .map(|t| (t.id, Holding::Queued));
+        let d = self
+            .rooms
+            .rq
+            .fair
+            .delayed
+            .iter()
+            .map(|t| (t.id, Holding::Delayed));
         let p = self
             .rooms
             .sleepers
@@ -198,12 +208,15 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             .filter(|&&id| self.rooms.sleepers.parked_here(self.id, sh, id))
             .map(|&id| (id, Holding::Parked));
         let h = self.rooms.held.ids().map(|id| (id, Holding::Held));
-        cur.chain(q).chain(p).chain(h).collect()
+        cur.chain(q).chain(d).chain(p).chain(h).collect()
     }
 
     /// A copy of a task this CPU holds.
     pub fn task(&self, sh: &Shared<P::TaskState>, id: TaskId) -> Option<Task<P::TaskState>> {
         if let Some(t) = self.rooms.rq.runnable().find(|t| t.id == id) {
+            return Some(t.clone());
+        }
+        if let Some(t) = self.rooms.rq.fair.delayed.iter().find(|t| t.id == id) {
             return Some(t.clone());
         }
         if let Some(t) = self.rooms.held.get(id) {
@@ -268,14 +281,8 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         self.rooms.rq.sync_pelt();
         sh.set_pelt(self.id, &self.rooms.rq.avg);
         let mut fx = Effects::default();
-        let others = !self.rooms.rq.fair.is_empty();
-        let asks = self
-            .rooms
-            .rq
-            .current
-            .as_mut()
-            .filter(|t| !t.is_rt())
-            .is_some_and(|t| t.fair.update_curr_asks(now, others));
+        let others = self.rooms.rq.fair.others();
+        let asks = self.rooms.rq.tick_asks(now);
         if sh.config().balance.periodic {
             let req = self.balancer.tick(&mut cx!(self, sh), now);
             self.carry_out(sh, req, &mut fx);
@@ -353,7 +360,11 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             if sh.has_mail(self.id) {
                 continue;
             }
-            if let Some(next) = self.schedule(sh, now, fx) {
+            let picked = self.schedule(sh, now, fx);
+            if core::mem::take(&mut self.rooms.pick.wait_mail) {
+                continue;
+            }
+            if let Some(next) = picked {
                 self.balancer.idle_ended(&mut cx!(self, sh), now);
                 fx.switch = Some(Switch::Run(next));
                 break;
@@ -395,7 +406,7 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
         let t = self
             .rooms
             .rq
-            .take_queued(id)
+            .take_queued(id, false)
             .expect("repark: the task is queued here");
         sh.slot(id).park.set(
             crate::park::TaskState::Queued,

@@ -11,7 +11,7 @@ use super::{CpuSched, Spawned};
 use crate::balancer::Balancer;
 use crate::doorbell::IdleDepth;
 use crate::effects::{Effects, Park, PlaceReason, Switch, Trace, WakeCause};
-use crate::fair::Entity;
+use crate::fair::{Entity, WakeFlags};
 use crate::park::{Parked, TaskState};
 use crate::policy::{Policy, PolicyState, SpawnRule};
 use crate::shared::{Msg, Shared, SpawnError};
@@ -66,12 +66,18 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             reason: PlaceReason::Spawn,
         });
         if target == self.id {
-            self.enqueue(sh, task, now, true, &mut fx);
+            let fork = WakeFlags {
+                fork: true,
+                in_task: true,
+                ..WakeFlags::default()
+            };
+            self.enqueue(sh, task, now, fork, &mut fx);
         } else {
             self.rooms.counters.count_move(PlaceReason::Spawn);
             let msg = Msg::Adopt {
                 task,
                 reason: PlaceReason::Spawn,
+                sync: false,
             };
             self.post(sh, target, msg, &mut fx);
         }
@@ -151,7 +157,9 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
 
     /// Parks the running task: `commit`, then `finish_park` (which returns
     /// at once when a wake is pending); a parked task's entity goes into its
-    /// slot, where the CPU that wins its wake finds it.
+    /// slot, where the CPU that wins its wake finds it, unless the run queue
+    /// keeps it delayed (`DELAY_DEQUEUE`, decided first: the park word then
+    /// says `Delayed`).
     fn park_current(
         &mut self,
         sh: &Shared<P::TaskState>,
@@ -170,7 +178,13 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             .expect("block with no running task");
         let slot = sh.slot(task.id);
         slot.park.commit();
-        if let Parked::FlagConsumed { waker_llc } = slot.park.finish_park() {
+        let delay = self.rooms.rq.would_delay(&mut task, now);
+        let to = if delay {
+            TaskState::Delayed
+        } else {
+            TaskState::Parked
+        };
+        if let Parked::FlagConsumed { waker_llc } = slot.park.finish_park_as(to) {
             if let Some(l) = waker_llc {
                 let m = sh.machine(self.id, now).with_llcs(&self.balancer);
                 self.policy
@@ -182,15 +196,18 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             self.rooms.rq.current = Some(task);
             return fx;
         }
-        self.rooms.rq.dequeue_running(&mut task, now);
+        self.rooms.rq.leaving(&mut task, now);
         self.balancer.ran(self.id, sh.topology(), &mut task, now);
         task.sleep_deadline = deadline;
         let id = task.id;
         fx.park = Park::Parked;
         fx.trace.push(Trace::Parked { task: id });
-        // From here a waker that won `Parked -> Waking` may take it (it
-        // waits for this store, as Linux's waker waits for `p->on_cpu`).
-        *slot.parked.lock() = Some(task);
+        match self.rooms.rq.block_charged(task, delay) {
+            // From here a waker that won `Parked -> Waking` may take it (it
+            // waits for this store, as Linux's waker waits for `p->on_cpu`).
+            Some(task) => *slot.parked.lock() = Some(task),
+            None => self.rooms.counters.fair_delayed += 1,
+        }
         self.rooms.sleepers.park(id, deadline);
         self.pass_after(sh, now, idle, &mut fx);
         fx

@@ -1,45 +1,7 @@
-//! The fair band: EEVDF as Linux's kernel/sched/fair.c defines it (6.17+).
-//!
-//! Per entity `i`: weight `w_i` from nice (`sched_prio_to_weight`,
-//! [`NICE_0_WEIGHT`] = 1024 at nice 0), virtual runtime `v_i`, a requested
-//! `slice_i`, a virtual deadline `d_i`, a lag `vlag_i` and a protection
-//! horizon `vprot_i`.
-//!
-//! * `calc_delta_fair(t, w) = t * 1024 / w`; running `t` ns adds
-//!   `calc_delta_fair(t, w_i)` to `v_i` (`update_curr()`).
-//! * `V = Σ w_i v_i / Σ w_i` over the queue and the running entity
-//!   (`avg_vruntime()`); kept relative to a base so the sums fit in `i128`.
-//!   An empty queue keeps the last `V` (`zero_vruntime`).
-//! * Eligible: `v_i <= V`, tested as `(v_i - base) Σw <= Σ w_j (v_j - base)`
-//!   without division (`entity_eligible()` / `vruntime_eligible()`).
-//! * Pick (`pick_eevdf()`): the running entity while it is protected
-//!   (`RUN_TO_PARITY`); else the eligible entity with the earliest `d_i`,
-//!   the running one included if it is eligible.
-//! * `d_i = v_i + calc_delta_fair(slice_i, w_i)`, renewed when `v_i`
-//!   reaches it (`update_deadline()`, which asks for a reschedule).
-//! * Lag on dequeue: `vlag_i = clamp(V - v_i, ±calc_delta_fair(max(2 slice_i,
-//!   tick), w_i))` (`update_entity_lag()`).
-//! * Place on enqueue (`place_entity()`): with `W` the queue's weight before
-//!   the entity joins, `lag = vlag_i (W + w_i) / W` (or `vlag_i` when
-//!   `W = 0`), `v_i = V - lag`, `d_i = v_i + vslice`, halved for a new
-//!   task (`PLACE_DEADLINE_INITIAL`).
-//! * Protection (`set_protect_slice()`): `s = min(min slice of the queue,
-//!   slice_i)`; `vprot_i = d_i` when `s == slice_i`, else `min(d_i, v_i +
-//!   calc_delta_fair(s, w_i))`. `protect_slice()` is `vprot_i > v_i`.
-//! * `update_curr()` asks for a reschedule when the deadline was renewed or
-//!   protection has ended, unless the entity is alone (commit 0b9ca2dcabc3,
-//!   "sched/fair: Always trigger resched at the end of a protected period").
-//! * Re-pick: Linux arms protection only on a fresh pick
-//!   (`put_prev_set_next_task()` returns early when the pick is the running
-//!   task; otherwise `set_next_task(.., first = true)`, a core-scheduling
-//!   sibling's selection included), so a re-picked entity keeps an expired
-//!   `vprot` and every later `update_curr()` asks again (the seed-004
-//!   storm, see `coresched`). [`FairConfig::protect_on_repick`] renews it
-//!   (the seed-004 fix) and is on by default.
-//!
-//! Not modelled: `PREEMPT_SHORT`, `DELAY_DEQUEUE`, buddies, cgroups and
-//! PELT. The queue is a vector scanned per pick; at the queue lengths a CPU
-//! sees here (a few entities) that beats Linux's augmented rbtree.
+//! The formulas of the module doc: weights, the entity, `V`, the pick and
+//! the placement.
+
+use super::features::{FeatureSet, Features};
 
 /// Weight of nice 0.
 pub const NICE_0_WEIGHT: u32 = 1024;
@@ -77,19 +39,23 @@ pub fn calc_delta_fair(delta: u64, weight: u32) -> i64 {
 pub struct FairConfig {
     /// `sysctl_sched_base_slice`: the slice a task gets unless it asks.
     pub base_slice_ns: u64,
-    /// The scheduler tick (`TICK_NSEC`), used by the lag clamp.
+    /// The scheduler tick (`TICK_NSEC` = 1 s / `CONFIG_HZ`): the lag clamp,
+    /// and, without `HRTICK`, when a used-up slice is seen.
     pub tick_ns: u64,
     /// Renew protection when the running entity is picked again.
     pub protect_on_repick: bool,
-    /// `RUN_TO_PARITY`: protect the running entity against wake-up
-    /// preemption until `vprot`.
-    pub run_to_parity: bool,
+    /// The release's code and its `sched_features` ([`features`]).
+    pub features: FeatureSet,
+    /// `sysctl_sched_migration_cost` (500 µs): how long a waker must have
+    /// run before a sync wake preempts it (`preempt_sync()`).
+    pub migration_cost_ns: u64,
 }
 
 impl FairConfig {
     /// Linux's defaults for `ncpus` CPUs: base slice 0.7 ms scaled by
     /// `1 + ilog2(min(ncpus, 8))` (SCHED_TUNABLESCALING_LOG, as the design
-    /// asks), a 1 ms tick (CONFIG_HZ=1000), RUN_TO_PARITY on, and the
+    /// asks), a 1 ms tick (CONFIG_HZ=1000; a machine's own `hz` replaces
+    /// it, [`FairConfig::with_hz`]), the model's base feature set, and the
     /// seed-004 fix on.
     pub fn for_cpus(ncpus: usize) -> FairConfig {
         let factor = 1 + (ncpus.clamp(1, 8) as u64).ilog2() as u64;
@@ -97,8 +63,26 @@ impl FairConfig {
             base_slice_ns: 700_000 * factor,
             tick_ns: 1_000_000,
             protect_on_repick: true,
-            run_to_parity: true,
+            features: FeatureSet::default(),
+            migration_cost_ns: 500_000,
         }
+    }
+
+    /// The same with the tick of a kernel built with `CONFIG_HZ = hz`.
+    pub fn with_hz(mut self, hz: u32) -> FairConfig {
+        self.tick_ns = 1_000_000_000 / u64::from(hz.max(1));
+        self
+    }
+
+    /// Whether feature `f` is on.
+    #[inline]
+    pub fn has(&self, f: Features) -> bool {
+        self.features.on.contains(f)
+    }
+
+    /// `CONFIG_HZ` of the tick.
+    pub fn hz(&self) -> u64 {
+        1_000_000_000 / self.tick_ns.max(1)
     }
 }
 
@@ -117,6 +101,9 @@ pub struct Entity {
     pub sum_exec: u64,
     /// `sum_exec` when it was last picked (`prev_sum_exec_runtime`).
     pub prev_sum_exec: u64,
+    /// `deadline` holds the deadline relative to `vruntime`: it left its
+    /// queue while runnable (`PLACE_REL_DEADLINE`, `se->rel_deadline`).
+    pub rel_deadline: bool,
 }
 
 impl Entity {
@@ -131,6 +118,7 @@ impl Entity {
             exec_start: 0,
             sum_exec: 0,
             prev_sum_exec: 0,
+            rel_deadline: false,
         }
     }
 
@@ -269,11 +257,12 @@ pub enum Pick {
 }
 
 /// `pick_eevdf()` over `queue` and the running entity `curr` (if it is fair
-/// and still runnable).
+/// and still runnable); `protect`: a protected `curr` is picked again
+/// (`RUN_TO_PARITY`, unless a shorter slice woke: `PREEMPT_SHORT`).
 pub fn pick_eevdf<'a>(
     queue: impl Iterator<Item = &'a Entity> + Clone,
     curr: Option<&'a Entity>,
-    cfg: &FairConfig,
+    protect: bool,
     zero_v: i64,
 ) -> Pick {
     // Alone, an entity is its own mean, so eligible: the running one alone
@@ -287,20 +276,20 @@ pub fn pick_eevdf<'a>(
         (true, false, None) => return Pick::Queued(0),
         _ => {}
     }
-    pick_eevdf_full(queue, curr, cfg, zero_v)
+    pick_eevdf_full(queue, curr, protect, zero_v)
 }
 
 /// [`pick_eevdf`] over the weighted mean, whatever the queue.
 fn pick_eevdf_full<'a>(
     queue: impl Iterator<Item = &'a Entity> + Clone,
     curr: Option<&'a Entity>,
-    cfg: &FairConfig,
+    protect: bool,
     zero_v: i64,
 ) -> Pick {
     let avg = Avg::of(queue.clone().chain(curr), zero_v);
     let curr = curr.filter(|c| avg.eligible(c.vruntime));
     if let Some(c) = curr {
-        if cfg.run_to_parity && c.protected() {
+        if protect && c.protected() {
             return Pick::Current;
         }
     }
@@ -326,16 +315,22 @@ fn pick_eevdf_full<'a>(
 }
 
 /// `place_entity()`: where a joining entity starts, given the entities
-/// already there.
+/// already there. With `PLACE_LAG` its lag is kept, scaled by the queue's
+/// weight (none on an empty queue: `cfs_rq->nr_queued` is 0); a deadline
+/// kept relative (`PLACE_REL_DEADLINE`) is made absolute again, else the
+/// deadline is a slice on, half of one for a new task
+/// (`PLACE_DEADLINE_INITIAL`).
 pub fn place_entity<'a>(
     se: &mut Entity,
     others: impl Iterator<Item = &'a Entity> + Clone,
     zero_v: i64,
     initial: bool,
+    features: Features,
 ) {
     let avg = Avg::of(others, zero_v);
-    let mut lag = se.vlag as i128;
-    if avg.weight > 0 {
+    let mut lag = 0i128;
+    if features.contains(Features::PLACE_LAG) && avg.weight > 0 {
+        lag = se.vlag as i128;
         let (w, wj) = (avg.weight, avg.weight + se.weight as u128);
         lag = match (i64::try_from(lag), i64::try_from(wj), i64::try_from(w)) {
             (Ok(l), Ok(wj), Ok(w)) if l.checked_mul(wj).is_some() => (l * wj / w) as i128,
@@ -343,8 +338,13 @@ pub fn place_entity<'a>(
         };
     }
     se.vruntime = avg.v() - lag as i64;
+    if se.rel_deadline {
+        se.deadline += se.vruntime;
+        se.rel_deadline = false;
+        return;
+    }
     let mut vslice = se.vslice();
-    if initial {
+    if initial && features.contains(Features::PLACE_DEADLINE_INITIAL) {
         vslice /= 2;
     }
     se.deadline = se.vruntime + vslice;
@@ -353,6 +353,7 @@ pub fn place_entity<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fair::features::Kernel;
     use proptest::prelude::*;
 
     fn arb_entity() -> impl Strategy<Value = Entity> {
@@ -382,10 +383,8 @@ mod tests {
             parity in any::<bool>(),
             zero_v in -1_000_000i64..1_000_000,
         ) {
-            let mut cfg = FairConfig::for_cpus(16);
-            cfg.run_to_parity = parity;
-            let fast = pick_eevdf(queue.iter(), curr.as_ref(), &cfg, zero_v);
-            let full = pick_eevdf_full(queue.iter(), curr.as_ref(), &cfg, zero_v);
+            let fast = pick_eevdf(queue.iter(), curr.as_ref(), parity, zero_v);
+            let full = pick_eevdf_full(queue.iter(), curr.as_ref(), parity, zero_v);
             prop_assert_eq!(fast, full, "queue {:?}, curr {:?}", queue, curr);
         }
     }
@@ -411,40 +410,38 @@ mod tests {
 
     #[test]
     fn pick_takes_the_earliest_eligible_deadline() {
-        let cfg = FairConfig::for_cpus(16);
         let mut a = ent(0, 0);
         let mut b = ent(10, 0);
         let c = ent(5000, 0);
         a.deadline = 900;
         b.deadline = 100; // earliest, and eligible (10 <= V)
         assert_eq!(
-            pick_eevdf([&a, &b, &c].into_iter(), None, &cfg, 0),
+            pick_eevdf([&a, &b, &c].into_iter(), None, true, 0),
             Pick::Queued(1)
         );
         // c has the earliest deadline but is not eligible.
         let mut c2 = c;
         c2.deadline = 1;
         assert_eq!(
-            pick_eevdf([&a, &b, &c2].into_iter(), None, &cfg, 0),
+            pick_eevdf([&a, &b, &c2].into_iter(), None, true, 0),
             Pick::Queued(1)
         );
     }
 
     #[test]
     fn a_protected_current_is_picked_again() {
-        let cfg = FairConfig::for_cpus(16);
         let mut cur = ent(0, 0);
         cur.set_protect(cur.slice);
         let mut q = ent(0, 0);
         q.deadline = 1; // earlier deadline, eligible
         assert_eq!(
-            pick_eevdf([&q].into_iter(), Some(&cur), &cfg, 0),
+            pick_eevdf([&q].into_iter(), Some(&cur), true, 0),
             Pick::Current
         );
         cur.vruntime = cur.vprot; // protection over
         cur.deadline = cur.vprot + cur.vslice();
         assert_eq!(
-            pick_eevdf([&q].into_iter(), Some(&cur), &cfg, 0),
+            pick_eevdf([&q].into_iter(), Some(&cur), true, 0),
             Pick::Queued(0)
         );
     }
@@ -456,16 +453,42 @@ mod tests {
         let other = ent(10_000, 0);
         let mut se = Entity::new(0, 2_800_000);
         se.vlag = 600;
-        place_entity(&mut se, [&other].into_iter(), 0, false);
+        let all = Kernel::L6_19.defaults();
+        place_entity(&mut se, [&other].into_iter(), 0, false, all);
         assert_eq!(se.vruntime, 10_000 - 1200);
         assert_eq!(se.deadline, se.vruntime + se.vslice());
-        // Alone, the lag is not scaled, and a new task's first deadline is
-        // half a slice away.
+        // Without PLACE_LAG it starts at V.
+        let mut se = Entity::new(0, 2_800_000);
+        se.vlag = 600;
+        place_entity(
+            &mut se,
+            [&other].into_iter(),
+            0,
+            false,
+            all.with(Features::PLACE_LAG, false),
+        );
+        assert_eq!(se.vruntime, 10_000, "NO_PLACE_LAG: placed at V");
+        // On an empty queue the lag is dropped (`cfs_rq->nr_queued` is 0),
+        // and a new task's first deadline is half a slice away.
         let mut se = Entity::new(0, 2_800_000);
         se.vlag = -300;
-        place_entity(&mut se, core::iter::empty(), 7_000, true);
-        assert_eq!(se.vruntime, 7_300);
-        assert_eq!(se.deadline, 7_300 + se.vslice() / 2);
+        place_entity(&mut se, core::iter::empty(), 7_000, true, all);
+        assert_eq!(se.vruntime, 7_000);
+        assert_eq!(se.deadline, 7_000 + se.vslice() / 2);
+        let mut se = Entity::new(0, 2_800_000);
+        let no_initial = all.with(Features::PLACE_DEADLINE_INITIAL, false);
+        place_entity(&mut se, core::iter::empty(), 7_000, true, no_initial);
+        assert_eq!(
+            se.deadline,
+            7_000 + se.vslice(),
+            "NO_PLACE_DEADLINE_INITIAL"
+        );
+        // A deadline kept relative is made absolute again, whatever it
+        // would have been.
+        let mut se = Entity::new(0, 2_800_000);
+        (se.deadline, se.rel_deadline) = (1_234, true);
+        place_entity(&mut se, [&other].into_iter(), 0, false, all);
+        assert_eq!((se.deadline, se.rel_deadline), (10_000 + 1_234, false));
     }
 
     #[test]
