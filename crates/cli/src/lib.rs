@@ -63,6 +63,7 @@ pub(crate) fn emit(text: &str, newline: bool) {
 
 mod calibrate;
 mod costs;
+mod features;
 pub mod perfetto;
 mod plot;
 mod pool;
@@ -118,6 +119,9 @@ enum Command {
     Record(record::RecordArgs),
     /// List the placement policies this binary knows.
     Policies,
+    /// List the fair class's features by Linux's names, with each kernel
+    /// release's defaults.
+    Features(features::FeaturesArgs),
 }
 
 /// A command's failure, and the exit code it maps to.
@@ -160,6 +164,7 @@ pub fn main_with(registry: Registry) -> ExitCode {
         Command::Calibrate(args) => calibrate::run(&args, r),
         Command::Validate(args) => validate::run(&args, r),
         Command::Record(args) => record::run(&args),
+        Command::Features(args) => features::run(&args),
         Command::Policies => {
             for (name, about) in r.families() {
                 say!("{name:<16} {about}");

@@ -31,6 +31,16 @@ pub struct Common {
     /// A parameter, name=value (repeatable).
     #[arg(long = "param", value_name = "K=V")]
     pub(crate) params: Vec<String>,
+    /// The fair class of a kernel release: 6.12, 6.18, 6.19, 7.2 or base
+    /// (the model's own); default: the policy's (`linux`: 6.19; the
+    /// others: base). `schedlab features` lists what each turns on.
+    #[arg(long, value_name = "RELEASE")]
+    pub(crate) kernel: Option<String>,
+    /// Features over the kernel's defaults, as
+    /// /sys/kernel/debug/sched/features spells them: NAME turns one on,
+    /// NO_NAME off (comma-separated).
+    #[arg(long, value_name = "NAME,NO_NAME,...")]
+    pub(crate) features: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -213,6 +223,7 @@ pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, 
     if let Some(p) = &c.policy {
         all.push(format!("policy={p}"));
     }
+    all.extend(fair_params(c.kernel.as_deref(), c.features.as_deref()));
     let p = Params::parse(&all)
         .map_err(|e| Failure::Input(e.0))?
         .with_registry(reg.clone());
@@ -244,6 +255,26 @@ pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, 
     s.spec.fixed_order = c.fixed_order;
     crate::costs::apply(c.costs.as_deref(), c.costs_any_shape, &mut s)?;
     Ok(s)
+}
+
+/// `--kernel` and `--features` as the parameters every scenario reads.
+pub(crate) fn fair_params(kernel: Option<&str>, features: Option<&str>) -> Vec<String> {
+    let k = kernel.map(|k| format!("kernel={k}"));
+    let f = features.map(|f| format!("features={f}"));
+    k.into_iter().chain(f).collect()
+}
+
+/// A run's fair class for its header: `6.19 at 1000 Hz`.
+pub(crate) fn fair_text(s: &Scenario) -> String {
+    let f = &s.spec.config.fair;
+    format!("fair class {} at {} Hz", f.features, f.hz())
+}
+
+/// A run's fair class for its JSON: the release with its overrides, every
+/// feature as debugfs prints them, and the tick.
+pub(crate) fn fair_json(s: &Scenario) -> Value {
+    let f = &s.spec.config.fair;
+    json!({"kernel": f.features.to_string(), "features": f.features.on.to_string(), "hz": f.hz()})
 }
 
 /// Runs `s` for each seed, spread over `jobs` threads; results in seed order.
@@ -349,7 +380,7 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
             .collect();
         let stalls = stalls_json(&outs, "seed");
         let v = json!({"scenario": s.name, "topology": s.spec.topology.name(), "policy": policy,
-                       "params": s.params, "runs": runs, "stalls": stalls});
+                       "fair": fair_json(&s), "params": s.params, "runs": runs, "stalls": stalls});
         say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
         if let Some(d) = &a.rtapp_log {
             write_rtapp_logs(d, &s, &outs.iter().collect::<Vec<_>>())?;
@@ -357,9 +388,10 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         return stalled(&outs, "seed", a.allow_stall);
     }
     say!(
-        "{} on {} ({policy}), params: {}",
+        "{} on {} ({policy}, {}), params: {}",
         s.name,
         s.spec.topology.name(),
+        fair_text(&s),
         params_text(&s)
     );
     let names: Vec<&String> = s.figures.iter().map(|(n, _)| n).collect();

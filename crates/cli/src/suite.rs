@@ -31,6 +31,13 @@ pub struct SuiteArgs {
     /// the base and whether that resolves. Instead of --base/--head.
     #[arg(long, value_name = "P,P,...", value_delimiter = ',', conflicts_with_all = ["base", "head"])]
     policies: Vec<String>,
+    /// The fair class of a kernel release for every side (6.12, 6.18, 6.19,
+    /// 7.2, base); default: each policy's own (`schedlab features`).
+    #[arg(long, value_name = "RELEASE")]
+    kernel: Option<String>,
+    /// Features over it, NAME or NO_NAME, comma-separated.
+    #[arg(long, value_name = "NAME,NO_NAME,...")]
+    features: Option<String>,
     /// Seeds 1..=N on each side (the same seeds on both).
     #[arg(long, value_name = "N", default_value_t = 10)]
     seeds: u64,
@@ -66,6 +73,32 @@ pub struct SuiteArgs {
 fn policy_params(p: &str, reg: &Registry) -> Result<Vec<String>, Failure> {
     reg.resolve(p).map_err(Failure::Input)?;
     Ok(vec![format!("policy={p}")])
+}
+
+/// One side's parameters: its policy and the fair class asked for.
+fn side_params(a: &SuiteArgs, p: &str, reg: &Registry) -> Result<Vec<String>, Failure> {
+    let mut v = policy_params(p, reg)?;
+    v.extend(crate::run::fair_params(
+        a.kernel.as_deref(),
+        a.features.as_deref(),
+    ));
+    Ok(v)
+}
+
+/// Each side's fair class, as its first row builds it: `(text, json)`.
+fn fair_of(
+    a: &SuiteArgs,
+    rows: &[&'static Row],
+    names: &[String],
+    reg: &Registry,
+) -> Result<Vec<(String, Value)>, Failure> {
+    names
+        .iter()
+        .map(|p| {
+            let sc = build(rows[0], &a.topology, &side_params(a, p, reg)?, reg)?;
+            Ok((crate::run::fair_text(&sc), crate::run::fair_json(&sc)))
+        })
+        .collect()
 }
 
 pub(crate) fn build(
@@ -109,8 +142,9 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
         )));
     }
     let pairs = simulate(a, &rows, &names, reg)?;
+    let fair = fair_of(a, &rows, &names, reg)?;
     if !a.policies.is_empty() {
-        return several(a, &names, &pairs);
+        return several(a, &names, &pairs, &fair);
     }
     let results: Vec<RowResult> = pairs.into_iter().map(|mut v| v.remove(0)).collect();
     if let Some(path) = &a.csv {
@@ -121,11 +155,32 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
         crate::plot::suite_svg(path, &results, &a.base, &a.head, &a.topology)?;
     }
     if a.json {
-        say!("{}", two_json(a, &results));
+        say!("{}", two_json(a, &results, &fair));
     } else {
         two_table(a, &results);
+        say_fair(&names, &fair);
     }
     Ok(())
+}
+
+/// Each side's fair class, under the table.
+fn say_fair(names: &[String], fair: &[(String, Value)]) {
+    let each: Vec<String> = names
+        .iter()
+        .zip(fair)
+        .map(|(n, (t, _))| format!("{n}: {t}"))
+        .collect();
+    say!("{}", each.join("; "));
+}
+
+/// Each side's fair class, for JSON: by policy.
+fn fair_map(names: &[String], fair: &[(String, Value)]) -> Value {
+    names
+        .iter()
+        .zip(fair)
+        .map(|(n, (_, v))| (n.clone(), v.clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 /// The rows `--rows` names (every row without it).
@@ -155,7 +210,7 @@ fn simulate(
 ) -> Result<Vec<Vec<RowResult>>, Failure> {
     let sides: Vec<Vec<String>> = names
         .iter()
-        .map(|p| policy_params(p, reg))
+        .map(|p| side_params(a, p, reg))
         .collect::<Result<_, _>>()?;
     // One scenario per (row, side); one run per (row, side, seed).
     let mut scenarios = Vec::new();
@@ -213,7 +268,7 @@ fn simulate(
 }
 
 /// The base against the head, as JSON.
-fn two_json(a: &SuiteArgs, results: &[RowResult]) -> String {
+fn two_json(a: &SuiteArgs, results: &[RowResult], fair: &[(String, Value)]) -> String {
     let (k, chance) = summary(results);
     let rows: Vec<Value> = results
         .iter()
@@ -225,8 +280,9 @@ fn two_json(a: &SuiteArgs, results: &[RowResult]) -> String {
                    "stalled_seeds": {"base": r.stalled[0], "head": r.stalled[1]}})
         })
         .collect();
+    let names = [a.base.clone(), a.head.clone()];
     let v = json!({"topology": a.topology, "base": a.base, "head": a.head, "seeds": a.seeds,
-                   "alpha": ALPHA, "rows": rows, "resolved": k,
+                   "fair": fair_map(&names, fair), "alpha": ALPHA, "rows": rows, "resolved": k,
                    "expected_by_chance": chance});
     serde_json::to_string_pretty(&v).expect("plain data")
 }
@@ -319,7 +375,12 @@ fn csv(results: &[RowResult]) -> String {
 /// The several-policy form: per row the base's median, then each other
 /// policy's median, its ratio to the base, and a mark when that resolves
 /// (`+` better, `-` worse).
-fn several(a: &SuiteArgs, names: &[String], pairs: &[Vec<RowResult>]) -> Result<(), Failure> {
+fn several(
+    a: &SuiteArgs,
+    names: &[String],
+    pairs: &[Vec<RowResult>],
+    fair: &[(String, Value)],
+) -> Result<(), Failure> {
     if let Some(path) = &a.plot {
         crate::plot::several_svg(path, pairs, names, &a.topology)?;
     }
@@ -327,7 +388,7 @@ fn several(a: &SuiteArgs, names: &[String], pairs: &[Vec<RowResult>]) -> Result<
         .map(|j| pairs.iter().filter(|p| p[j].resolves()).count())
         .collect();
     if a.json {
-        say!("{}", several_json(a, names, pairs, &resolved));
+        say!("{}", several_json(a, names, pairs, &resolved, fair));
         return Ok(());
     }
     say!(
@@ -384,6 +445,7 @@ fn several(a: &SuiteArgs, names: &[String], pairs: &[Vec<RowResult>]) -> Result<
         "(+ better, - worse, at alpha = {ALPHA} by a two-sided Mann-Whitney test; about {:.1} rows per policy by chance)",
         ALPHA * pairs.len() as f64
     );
+    say_fair(names, fair);
     Ok(())
 }
 
@@ -393,6 +455,7 @@ fn several_json(
     names: &[String],
     pairs: &[Vec<RowResult>],
     resolved: &[usize],
+    fair: &[(String, Value)],
 ) -> String {
     let rows: Vec<Value> = pairs
         .iter()
@@ -416,6 +479,7 @@ fn several_json(
         .map(|(n, k)| (n.clone(), json!(k)))
         .collect();
     let v = json!({"topology": a.topology, "policies": names, "base": names[0], "seeds": a.seeds,
+                   "fair": fair_map(names, fair),
                    "alpha": ALPHA, "rows": rows, "resolved": res,
                    "expected_by_chance": ALPHA * pairs.len() as f64});
     serde_json::to_string_pretty(&v).expect("plain data")

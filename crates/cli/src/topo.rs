@@ -71,7 +71,7 @@ fn load(args: &TopoArgs) -> Result<Topology, Failure> {
     from_sysfs(&root).map_err(bad)
 }
 
-/// `{"name", "cpus": N, "nodes": [{"id", "llcs": [{"index", "llc_bytes", "cores": [[cpu, ..], ..]}]}]}`
+/// `{"name", "cpus": N, "hz": CONFIG_HZ, "nodes": [{"id", "llcs": [{"index", "llc_bytes", "cores": [[cpu, ..], ..]}]}]}`
 pub fn to_json(t: &Topology) -> serde_json::Value {
     let nodes: Vec<_> =
         t.nodes()
@@ -93,7 +93,7 @@ pub fn to_json(t: &Topology) -> serde_json::Value {
                 json!({"id": n.id, "cpus": n.cpus.to_string(), "llcs": llcs})
             })
             .collect();
-    json!({"name": t.name(), "cpus": t.num_cpus(), "nodes": nodes})
+    json!({"name": t.name(), "cpus": t.num_cpus(), "hz": t.hz(), "nodes": nodes})
 }
 
 /// A size in the largest binary unit that divides it.
@@ -118,12 +118,13 @@ pub fn tree(t: &Topology) -> String {
     };
     writeln!(
         out,
-        "{}: {}, {}, {}, {}",
+        "{}: {}, {}, {}, {}, HZ {}",
         t.name(),
         plural(t.num_cpus(), "CPU"),
         plural(t.nodes().len(), "node"),
         plural(t.llcs().len(), "LLC"),
         plural(t.cores().len(), "core"),
+        t.hz(),
     )
     .unwrap();
     for n in t.nodes() {

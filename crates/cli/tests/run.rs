@@ -370,3 +370,68 @@ fn policies_side_by_side() {
     let (code, _, err) = schedlab(&["run", "split_pair", "--policies", "home,nope"]);
     assert_eq!(code, 2, "an unknown policy is bad input: {err}");
 }
+
+/// `--kernel` and `--features` name the fair class; every run says which
+/// it ran (header and JSON), its hash depends on it, and a wrong name is
+/// an error that lists the right ones.
+#[test]
+fn the_fair_class_is_named_by_kernel_and_features() {
+    let json = |args: &[&str]| {
+        let mut all = vec!["run", "split_pair", "--seed", "1", "--json"];
+        all.extend_from_slice(args);
+        let (code, out, err) = schedlab(&all);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let v = json(&["--kernel", "6.18", "--features", "NO_DELAY_DEQUEUE,hrtick"]);
+    assert_eq!(
+        v["fair"]["kernel"], "6.18+NO_DELAY_DEQUEUE,HRTICK",
+        "{}",
+        v["fair"]
+    );
+    let all = v["fair"]["features"].as_str().unwrap();
+    assert!(
+        all.contains("NO_DELAY_DEQUEUE") && all.contains(" NEXT_BUDDY"),
+        "{all}"
+    );
+    assert_eq!(v["fair"]["hz"], 1000, "amd-2x8 is a preset: HZ 1000");
+    assert_eq!(v["params"]["kernel"], "6.18", "the parameters as given");
+    let (code, out, _) = schedlab(&["features", "--json"]);
+    assert_eq!(code, 0);
+    let f: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let linux = json(&["--policy", "linux"]);
+    assert_eq!(
+        linux["fair"]["kernel"], f["linux_default"],
+        "linux brings its release"
+    );
+    let home = json(&["--policy", "home"]);
+    assert_eq!(
+        home["fair"]["kernel"], f["default"],
+        "home runs the model's base"
+    );
+    let h = |v: &serde_json::Value| v["runs"][0]["trace_hash"].clone();
+    assert_ne!(
+        h(&json(&["--policy", "home", "--kernel", "6.19"])),
+        h(&home),
+        "another fair class, another hash"
+    );
+    let (code, _, err) = schedlab(&["run", "split_pair", "--features", "DELAY_DEQUE"]);
+    assert_eq!(code, 2, "an unknown feature is bad input");
+    assert!(
+        err.contains("unknown feature \"DELAY_DEQUE\"")
+            && err.contains("DELAY_DEQUEUE, DELAY_ZERO"),
+        "the error names it and lists the known ones: {err}"
+    );
+    let (code, _, err) = schedlab(&["run", "split_pair", "--kernel", "6.17"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("base, 6.12, 6.18, 6.19, 7.2"), "{err}");
+    let (code, out, err) = schedlab(&["run", "split_pair", "--seed", "1", "--kernel", "7.2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .contains("fair class 7.2 at 1000 Hz"),
+        "{out}"
+    );
+}

@@ -205,11 +205,11 @@ fn finish(
             .collect(),
     };
     let tids: std::collections::BTreeSet<i32> = threads.values().map(|t| t.tid).collect();
-    // The kernel's own tick, where it can be read; else the model's.
-    let tick_ns = shadow::kernel_hz().map_or(
-        schedlab_sim::sched::fair::FairConfig::for_cpus(1).tick_ns,
-        |hz| 1_000_000_000 / hz.max(1),
-    );
+    // The kernel's own tick, where it can be read (as `--topology sysfs`
+    // reads it); else the default.
+    let hz = schedlab_topology::read::kernel_hz(std::path::Path::new("/"))
+        .map_or(schedlab_topology::DEFAULT_HZ, |(hz, _)| hz);
+    let tick_ns = 1_000_000_000 / u64::from(hz);
     let shadow = shadow::Report::of(
         &shadow::events(&raw, &cap.formats),
         &|tid| tids.contains(&tid),

@@ -15,6 +15,8 @@
 //! waker_run = 8                  # with waker-streak: its run
 //! spawn = "near"                 # or "rotate", "linux"
 //! balance = true                 # or false, "seed", "linux", "linux-cas" (true: the policy's own)
+//! kernel = "6.18"                # the fair class: a release (default: the policy's own)
+//! features = "NO_DELAY_DEQUEUE"  # features.h's names over it; NO_ turns one off
 //! protect_on_repick = true
 //!
 //! [cost]                         # any CostModel field; the rest default
@@ -67,6 +69,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use schedlab_sim::sched::fair::FeatureSet;
 use schedlab_sim::sched::{SpawnPolicy, TaskSpec};
 use schedlab_sim::{CostModel, Figure, Op};
 use schedlab_topology::read::{read_text, toml_error, ReadError, TopologySpec};
@@ -112,6 +115,8 @@ struct PolicySpec {
     waker_run: Option<u8>,
     spawn: Option<Spanned<String>>,
     balance: Option<Spanned<BalanceSpec>>,
+    kernel: Option<Spanned<String>>,
+    features: Option<Spanned<String>>,
     protect_on_repick: Option<bool>,
 }
 
@@ -309,6 +314,22 @@ impl Src<'_> {
             crate::parse_balance(&v, b.spec.config.balance.kind, own)
                 .map_err(|e| self.at(bal.span().start, e))?;
             b.balance(&v);
+        }
+        if pol.kernel.is_some() || pol.features.is_some() {
+            let set = match &pol.kernel {
+                Some(k) => k
+                    .get_ref()
+                    .parse::<FeatureSet>()
+                    .map_err(|e| self.at(k.span().start, format!("kernel: {e}")))?,
+                None => b.spec.policy.fair_features().unwrap_or_default(),
+            };
+            let set = match &pol.features {
+                Some(f) => set
+                    .parse(f.get_ref())
+                    .map_err(|e| self.at(f.span().start, format!("features: {e}")))?,
+                None => set,
+            };
+            b.fair(set);
         }
         if let Some(p) = pol.protect_on_repick {
             b.config().fair.protect_on_repick = p;

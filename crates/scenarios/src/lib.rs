@@ -11,7 +11,11 @@
 //! `waker-streak:K`), `spawn` (`near` | `rotate` | `linux`), `balance` (`on` |
 //! `off` | `seed` | `linux` | `linux-cas`: `on` is the policy's own balancer,
 //! `linux`'s for `linux`),
-//! `protect_on_repick` (`true` | `false`), `run_ms`, `idle_depth`, `cost`
+//! `kernel` (the fair class: a release, `6.12` | `6.18` | `6.19` | `7.2` |
+//! `base`, optionally `+FEATURE,NO_FEATURE`; `linux`'s default is `6.19`,
+//! the others' `base`), `features` (`NAME,NO_NAME,...` over it, as
+//! `/sys/kernel/debug/sched/features` spells them; `schedlab features`
+//! lists them), `protect_on_repick` (`true` | `false`), `run_ms`, `idle_depth`, `cost`
 //! (a cost preset: `default` | `guest`); and its
 //! own, listed by `schedlab run --list`.
 
@@ -19,6 +23,7 @@
 
 use std::collections::BTreeMap;
 
+use schedlab_sim::sched::fair::FeatureSet;
 use schedlab_sim::sched::{Balance, BalanceKind, Config, SpawnPolicy, TaskSpec, WAKER_RUN};
 use schedlab_sim::{CostModel, Figure, Op, PolicyRef, Registry, SimSpec, TaskDef};
 use schedlab_topology::{preset, CpuId, CpuSet, Topology};
@@ -173,6 +178,9 @@ pub struct Builder {
     /// wins over the policy's own, and is read against the policy the run
     /// ends with ([`Builder::decide`]).
     balance_named: Option<String>,
+    /// The fair class the user named (a file's `kernel` and `features`): it
+    /// wins over the policy's own.
+    fair_named: Option<FeatureSet>,
 }
 
 /// `balance = ...`: `on` (the policy's balancer, else the machine's), `off`,
@@ -242,7 +250,15 @@ impl Builder {
             figures: Vec::new(),
             spawn_named: false,
             balance_named: None,
+            fair_named: None,
         }
+    }
+
+    /// The fair class the user named (a file's `kernel`, with its
+    /// `features`); `kernel` and `features` parameters still win.
+    pub fn fair(&mut self, set: FeatureSet) -> &mut Self {
+        self.fair_named = Some(set);
+        self
     }
 
     /// The balancer the user named (`on`, `off`, or a balancer's name, as
@@ -411,6 +427,29 @@ impl Builder {
             bal = parse_balance(&b, bal.kind, own).map_err(ScenarioError)?;
         }
         self.spec.config.balance = bal;
+        self.decide_fair(p)
+    }
+
+    /// The fair class: `--param kernel=` (a release, `6.18`, or a release
+    /// with overrides, `6.18+NO_NEXT_BUDDY`), then `--param features=`
+    /// over it; else the one the user named (a file's `kernel`,
+    /// `features`), else the policy's own (`linux`'s release), else the
+    /// machine's (the model's base set). Read once, so the run's
+    /// parameters show the set it runs (`kernel=6.19`).
+    fn decide_fair(&mut self, p: &mut Params) -> Result<(), ScenarioError> {
+        let own = self.fair_named.or(self.spec.policy.fair_features());
+        let set = own.unwrap_or(self.spec.config.fair.features);
+        let k: String = p.get("kernel", set.to_string())?;
+        let mut set: FeatureSet = k
+            .parse()
+            .map_err(|e: String| ScenarioError(format!("kernel {k:?}: {e}")))?;
+        if p.is_set("features") {
+            let f: String = p.get("features", String::new())?;
+            set = set
+                .parse(&f)
+                .map_err(|e| ScenarioError(format!("features {f:?}: {e}")))?;
+        }
+        self.spec.config.fair.features = set;
         Ok(())
     }
 

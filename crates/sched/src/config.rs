@@ -137,12 +137,13 @@ pub struct Config {
 }
 
 impl Config {
-    /// The defaults for a machine: `near` spawns, balancing on, Linux's fair defaults for its size.
+    /// The defaults for a machine: `near` spawns, balancing on, Linux's
+    /// fair defaults for its size, ticking at its kernel's `CONFIG_HZ`.
     pub fn for_topology(topo: &Topology) -> Config {
         Config {
             spawn: SpawnPolicy::Near,
             balance: Balance::ON,
-            fair: FairConfig::for_cpus(topo.num_cpus()),
+            fair: FairConfig::for_cpus(topo.num_cpus()).with_hz(topo.hz()),
             core_sched: false,
         }
     }

@@ -323,6 +323,16 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
+    /// Starts the hash from `fair` too (its feature word and `CONFIG_HZ`),
+    /// unless it is the model's base at 1000 Hz: two runs under different
+    /// fair classes never share a hash, and the base runs keep theirs.
+    pub fn fold_fair(&mut self, fair: &schedlab_sched::fair::FairConfig) {
+        let base = schedlab_sched::fair::FeatureSet::default();
+        if fair.features != base || fair.hz() != 1000 {
+            self.hash = fnv(self.hash, &[fair.features.word(), fair.hz()]);
+        }
+    }
+
     pub fn new(
         seed: u64,
         topo: &Topology,

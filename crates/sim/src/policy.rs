@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use schedlab_sched::fair::FeatureSet;
 use schedlab_sched::linux::Linux;
 use schedlab_sched::{
     BalanceKind, Balancer, BuiltinPolicy, Home, Policy, SpawnPolicy, WakerStreakRule,
@@ -40,6 +41,7 @@ pub struct PolicyRef {
     name: String,
     spawn: Option<SpawnPolicy>,
     balance: Option<BalanceKind>,
+    features: Option<FeatureSet>,
     start: Arc<Start>,
 }
 
@@ -50,6 +52,7 @@ impl PolicyRef {
             name: name.into(),
             spawn: policy.spawn_rule(),
             balance: policy.balance_rule(),
+            features: policy.fair_features(),
             start: Arc::new(move |spec: &SimSpec, seed: u64| -> Box<dyn Run> {
                 Box::new(Engine::new(spec, seed, policy.clone()))
             }),
@@ -65,6 +68,7 @@ impl PolicyRef {
             name: name.into(),
             spawn: policy.spawn_rule(),
             balance: Some(BalanceKind::Own),
+            features: policy.fair_features(),
             start: Arc::new(move |spec: &SimSpec, seed: u64| -> Box<dyn Run> {
                 if spec.config.balance.kind == BalanceKind::Own {
                     Box::new(Engine::<P, B>::with_balancer(spec, seed, policy.clone()))
@@ -95,6 +99,11 @@ impl PolicyRef {
     /// The load balancer the policy comes with ([`Policy::balance_rule`]).
     pub fn balance_rule(&self) -> Option<BalanceKind> {
         self.balance
+    }
+
+    /// The fair class the policy comes with ([`Policy::fair_features`]).
+    pub fn fair_features(&self) -> Option<FeatureSet> {
+        self.features
     }
 
     pub(crate) fn start(&self, spec: &SimSpec, seed: u64) -> Box<dyn Run> {

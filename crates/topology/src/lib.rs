@@ -28,5 +28,6 @@ pub mod topology;
 pub use cpuset::{parse_cpulist, CpuId, CpuSet, CpulistError, MAX_CPUS};
 pub use presets::{preset, Preset, DEFAULT_PRESET, PRESETS};
 pub use topology::{
-    CpuPlace, Level, Llc, LlcId, Node, Shape, Siblings, Topology, TopologyError, DEFAULT_LLC_BYTES,
+    CpuPlace, Level, Llc, LlcId, Node, Shape, Siblings, Topology, TopologyError, DEFAULT_HZ,
+    DEFAULT_LLC_BYTES,
 };

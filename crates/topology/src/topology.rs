@@ -142,7 +142,14 @@ pub struct Topology {
     core_lists: Vec<Vec<CpuId>>,
     llcs: Vec<Llc>,
     nodes: Vec<Node>,
+    /// The kernel's tick rate (`CONFIG_HZ`): a machine parameter, since
+    /// the tick is when a used-up slice is seen without `HRTICK`.
+    hz: u32,
 }
+
+/// `CONFIG_HZ` where a machine's source does not name one (the presets:
+/// x86_64_defconfig's `HZ_1000`).
+pub const DEFAULT_HZ: u32 = 1000;
 
 /// Why a set of groups is not a machine.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -425,11 +432,23 @@ impl Topology {
             core_lists,
             llcs: llc_list,
             nodes: node_out,
+            hz: DEFAULT_HZ,
         })
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `CONFIG_HZ` of the kernel this machine runs.
+    pub fn hz(&self) -> u32 {
+        self.hz
+    }
+
+    /// The same machine with a kernel ticking at `hz` (at least 1).
+    pub fn with_hz(mut self, hz: u32) -> Topology {
+        self.hz = hz.max(1);
+        self
     }
 
     /// The same machine under another name.

@@ -191,3 +191,80 @@ fn the_live_sysfs_reads_when_present() {
     let t = from_sysfs(Path::new("/")).unwrap_or_else(|e| panic!("live sysfs did not read: {e}"));
     assert_eq!(*t.cpus(), parse_cpulist(&text).unwrap());
 }
+
+/// A scratch root of a kernel's files, removed when dropped.
+struct Root(PathBuf);
+
+impl Root {
+    fn new(tag: &str) -> Root {
+        let p = std::env::temp_dir().join(format!("schedlab-hz-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(p.join("proc/sys/kernel")).unwrap();
+        std::fs::create_dir_all(p.join("boot")).unwrap();
+        Root(p)
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_kernel_s_hz_is_read_from_its_boot_config_else_from_proc_config_gz() {
+    use schedlab_topology::read::kernel_hz;
+    let r = Root::new("boot");
+    std::fs::write(r.0.join("proc/sys/kernel/osrelease"), "6.18.44-test\n").unwrap();
+    std::fs::write(
+        r.0.join("boot/config-6.18.44-test"),
+        "# CONFIG_HZ_1000 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n",
+    )
+    .unwrap();
+    assert_eq!(
+        kernel_hz(&r.0).map(|(hz, _)| hz),
+        Some(250),
+        "CONFIG_HZ=250 in boot/config-RELEASE"
+    );
+    let g = Root::new("gz");
+    let gz = std::fs::File::create(g.0.join("proc/config.gz")).unwrap();
+    let mut enc = flate2::write::GzEncoder::new(gz, flate2::Compression::default());
+    std::io::Write::write_all(&mut enc, b"CONFIG_HZ_300=y\nCONFIG_HZ=300\n").unwrap();
+    enc.finish().unwrap();
+    let (hz, from) = kernel_hz(&g.0).expect("read from proc/config.gz");
+    assert_eq!(hz, 300);
+    assert!(from.ends_with("proc/config.gz"), "{}", from.display());
+    assert_eq!(
+        kernel_hz(&fixture("ryzen-2ccx")),
+        None,
+        "a tree of sysfs alone says nothing"
+    );
+    assert_eq!(
+        from_sysfs(&fixture("ryzen-2ccx")).unwrap().hz(),
+        schedlab_topology::DEFAULT_HZ,
+        "nor does its machine: the default tick"
+    );
+}
+
+#[test]
+fn a_toml_machine_may_name_its_kernel_s_hz() {
+    let f = Path::new("hz.toml");
+    let t = from_toml("hz = 250\n[shape]\nnodes = 1\nllcs_per_node = 1\ncores_per_llc = 2\nthreads_per_core = 1\n", f)
+        .unwrap();
+    assert_eq!(t.hz(), 250);
+    let e = from_toml(
+        "hz = 0\n[shape]\nnodes = 1\nllcs_per_node = 1\ncores_per_llc = 2\nthreads_per_core = 1\n",
+        f,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("hz.toml:1:6: expected hz (CONFIG_HZ) from 1 to 10000, found 0"),
+        "{e}"
+    );
+    assert_eq!(
+        preset("amd-2x8").unwrap().hz(),
+        1000,
+        "the presets: x86_64_defconfig's HZ_1000"
+    );
+}

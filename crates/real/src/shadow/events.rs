@@ -66,24 +66,6 @@ pub fn events(raw: &[Raw], formats: &BTreeMap<u16, Format>) -> Vec<Ev> {
     out
 }
 
-/// This kernel's `CONFIG_HZ`: from `/boot/config-RELEASE`, else
-/// `/proc/config.gz` (through `zcat`); `None` when neither says.
-pub fn kernel_hz() -> Option<u64> {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
-    let text = match std::fs::read_to_string(format!("/boot/config-{}", release.trim())) {
-        Ok(t) => t,
-        Err(_) => {
-            let out = std::process::Command::new("zcat")
-                .arg("/proc/config.gz")
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        }
-    };
-    text.lines()
-        .find_map(|l| l.strip_prefix("CONFIG_HZ=")?.trim().parse().ok())
-}
-
 /// A nice-0 task's `prio`, for a simulated run's events.
 pub(super) const PRIO: i32 = 120;
 

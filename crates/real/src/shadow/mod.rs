@@ -70,7 +70,7 @@ mod events;
 #[cfg(test)]
 mod tests;
 
-pub use events::{events, events_of_sim, kernel_hz};
+pub use events::{events, events_of_sim};
 
 /// Deadlines closer than this are a tie (see the module doc).
 pub const TIE_NS: i64 = 20_000;

@@ -22,7 +22,9 @@ fn rules(delay_dequeue: bool) -> FairConfig {
 /// 6.19's fair class with the reworked `NEXT_BUDDY` on, at 1000 Hz.
 fn with_buddy() -> FairConfig {
     let mut c = FairConfig::for_cpus(2);
-    c.features = FeatureSet::LINUX.parse("NEXT_BUDDY").expect("known");
+    c.features = FeatureSet::of(Kernel::L6_19)
+        .parse("NEXT_BUDDY")
+        .expect("known");
     c
 }
 
@@ -179,7 +181,7 @@ fn a_task_woken_where_it_waited_delayed_preempts() {
     let mut buddy_alone = with_buddy();
     buddy_alone.features = buddy_alone.features.parse("NO_DELAY_DEQUEUE").unwrap();
     let mut v6_19 = FairConfig::for_cpus(2);
-    v6_19.features = FeatureSet::LINUX;
+    v6_19.features = FeatureSet::of(Kernel::L6_19);
     for (name, r, both) in [
         ("the model's base", rules(false), 0),
         ("base + DELAY_DEQUEUE", rules(true), 1),

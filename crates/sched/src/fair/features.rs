@@ -295,9 +295,10 @@ pub struct FeatureSet {
 }
 
 impl FeatureSet {
-    /// What the `linux` policies run unless told otherwise: 6.19, the
-    /// release their placement and balancer follow.
-    pub const LINUX: FeatureSet = FeatureSet::of(Kernel::L6_19);
+    /// What the `linux` policies run unless told otherwise. For now the
+    /// model's base set; Linux's features are switched on for them one at a
+    /// time, toward 6.19, the release their placement and balancer follow.
+    pub const LINUX: FeatureSet = FeatureSet::of(Kernel::Base);
 
     /// `kernel` with its default features.
     pub const fn of(kernel: Kernel) -> FeatureSet {

@@ -65,6 +65,7 @@ use schedlab_topology::{CpuId, CpuSet};
 
 use crate::config::{BalanceKind, CasTunables, SpawnPolicy};
 use crate::effects::PlaceReason;
+use crate::fair::FeatureSet;
 use crate::park::Delivery;
 use crate::policy::{Decides, Decision, Machine, Policy, PolicyState, Wake};
 use crate::task::{Task, TaskId};
@@ -462,6 +463,13 @@ impl Policy for Linux {
             Some(t) => BalanceKind::LinuxCas(t),
             None => BalanceKind::Linux,
         })
+    }
+
+    /// Linux 6.19's fair class ([`FeatureSet::LINUX`]): delayed dequeue,
+    /// the reworked buddy code with `NEXT_BUDDY` off, protection to the
+    /// smallest slice.
+    fn fair_features(&self) -> Option<FeatureSet> {
+        Some(FeatureSet::LINUX)
     }
 
     fn place(&mut self, m: &Machine<'_>, wake: &Wake, task: &mut Task<LinuxTask>) -> Decision {

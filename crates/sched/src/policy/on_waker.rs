@@ -67,6 +67,10 @@ impl<P: Policy> Policy for OnWaker<P> {
     fn balance_rule(&self) -> Option<crate::config::BalanceKind> {
         self.0.balance_rule()
     }
+
+    fn fair_features(&self) -> Option<crate::fair::FeatureSet> {
+        self.0.fair_features()
+    }
 }
 
 #[cfg(test)]

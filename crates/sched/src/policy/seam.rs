@@ -104,6 +104,14 @@ pub trait Policy: Clone + Send + Sync + 'static {
         None
     }
 
+    /// The fair class this policy's kernel runs (`linux`: its release's
+    /// feature set, [`crate::fair::FeatureSet::LINUX`]), which a scenario
+    /// takes unless its user names a kernel or features; `None`: the
+    /// machine's (the model's base set).
+    fn fair_features(&self) -> Option<crate::fair::FeatureSet> {
+        None
+    }
+
     /// Where a new task starts, or `None` for the machine's [`SpawnRule`](crate::policy::SpawnRule).
     fn place_new(&mut self, _m: &Machine<'_>, _spawner: CpuId, _mask: &CpuSet) -> Option<CpuId> {
         None

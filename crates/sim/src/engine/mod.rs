@@ -295,6 +295,7 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
             proc_names: Vec::new(),
             shared_of: spec.processes.clone(),
         };
+        sim.rec.fold_fair(&spec.config.fair);
         sim.boot(spec, seed);
         sim
     }

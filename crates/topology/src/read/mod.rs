@@ -24,6 +24,11 @@
 //!
 //! All lists are cut to the online CPUs.
 //!
+//! The kernel's tick, `CONFIG_HZ` ([`kernel_hz`]), comes from the kernel's
+//! build config under the same root: `boot/config-RELEASE` (the release
+//! from `proc/sys/kernel/osrelease`), else `proc/config.gz`; where neither
+//! is there (a saved tree of sysfs alone), [`crate::DEFAULT_HZ`].
+//!
 //! ## `lscpu -p`
 //!
 //! [`from_lscpu`] reads the parsable output: comment lines start with `#`,
@@ -48,6 +53,7 @@
 //! llc_bytes = 33554432        # optional: every LLC's size (default 32 MiB;
 //!                             # a preset's is sourced, sysfs reads each
 //!                             # cache's `size`, `lscpu -p` gives none)
+//! hz = 250                    # optional: the kernel's CONFIG_HZ (default 1000)
 //!
 //! [shape]                     # either this ...
 //! nodes = 1
@@ -76,7 +82,7 @@ mod sysfs;
 mod toml_format;
 
 pub use lscpu::{from_lscpu, from_lscpu_file};
-pub use sysfs::from_sysfs;
+pub use sysfs::{from_sysfs, kernel_hz};
 pub use toml_format::{
     from_toml, from_toml_file, toml_error, LlcSpec, NodeSpec, ShapeSpec, SiblingsSpec, TopologySpec,
 };

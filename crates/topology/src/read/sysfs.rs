@@ -57,7 +57,33 @@ pub fn from_sysfs(root: &Path) -> Result<Topology, ReadError> {
     let mut t = Topology::from_groups(&name, &core_sets, &llc_sets, &node_sets)
         .map_err(|e| found.blame(&e))?;
     set_llc_sizes(&mut t, &found.llcs)?;
-    Ok(t)
+    Ok(match kernel_hz(root) {
+        Some((hz, _)) => t.with_hz(hz),
+        None => t,
+    })
+}
+
+/// The `CONFIG_HZ` of the kernel whose files are under `root` (`/` for
+/// this machine's), and the file it was read from: `boot/config-RELEASE`
+/// (the release from `proc/sys/kernel/osrelease`), else `proc/config.gz`.
+/// `None` when neither holds a `CONFIG_HZ=` line.
+pub fn kernel_hz(root: &Path) -> Option<(u32, PathBuf)> {
+    let hz_in = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("CONFIG_HZ=")?.trim().parse::<u32>().ok())
+            .filter(|&hz| hz > 0)
+    };
+    if let Ok(release) = std::fs::read_to_string(root.join("proc/sys/kernel/osrelease")) {
+        let boot = root.join(format!("boot/config-{}", release.trim()));
+        if let Some(hz) = std::fs::read_to_string(&boot).ok().and_then(|t| hz_in(&t)) {
+            return Some((hz, boot));
+        }
+    }
+    let gz = root.join("proc/config.gz");
+    let file = std::fs::File::open(&gz).ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).ok()?;
+    hz_in(&text).map(|hz| (hz, gz))
 }
 
 /// The sysfs mount at `root`: `root/sys`, or `root` itself.

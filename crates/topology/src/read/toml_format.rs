@@ -21,6 +21,8 @@ pub struct TopologySpec {
     pub node: Vec<NodeSpec>,
     /// Every LLC's size in bytes (a preset's own, or 32 MiB, otherwise).
     pub llc_bytes: Option<toml::Spanned<u64>>,
+    /// The kernel's `CONFIG_HZ` (default 1000).
+    pub hz: Option<toml::Spanned<u32>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -68,7 +70,19 @@ impl TopologySpec {
         file: &Path,
         default_name: &str,
     ) -> Result<Topology, ReadError> {
-        let t = self.groups(text, file, default_name)?;
+        let mut t = self.groups(text, file, default_name)?;
+        if let Some(hz) = &self.hz {
+            let v = *hz.get_ref();
+            if !(1..=10_000).contains(&v) {
+                return Err(ReadError::at(
+                    file,
+                    text,
+                    hz.span().start,
+                    format!("expected hz (CONFIG_HZ) from 1 to 10000, found {v}"),
+                ));
+            }
+            t = t.with_hz(v);
+        }
         match &self.llc_bytes {
             None => Ok(t),
             Some(b) if *b.get_ref() == 0 => Err(ReadError::at(
