@@ -47,6 +47,10 @@ declare -A what=(
   [pick-pair-shortcut]="pick_eevdf: the running task beside one queued is picked again without the weighted mean"
   [cas-no-overload-guard]="linux-cas: no thread-count or utilization guard (always toward the preferred LLC, never out of it)"
   [shadow-lag-ignored]="shadow: a woken entity is placed at V, its lag ignored"
+  [delay-dequeue-never]="fair: DELAY_DEQUEUE never delays a blocking task (it always leaves the queue)"
+  [delay-zero-off]="fair: DELAY_ZERO never clips a delayed task's positive lag"
+  [next-buddy-sync-ignored]="fair: NEXT_BUDDY's sync branch (preempt_sync()) never taken"
+  [balancer-moves-delayed]="balancer: the delayed tasks among the candidates a balancer may move"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")
