@@ -80,7 +80,7 @@ mod tests {
     use crate::linux::Linux;
 
     /// `OnWaker` changes where a policy decides and nothing else: the spawn
-    /// rule and balancer Linux comes with survive the wrapping (a wrapper
+    /// rule, balancer and fair-class features Linux comes with survive the wrapping (a wrapper
     /// that forgot them ran `OnWaker(linux)` with the scenario's spawn rule
     /// and the seed's balancer).
     #[test]
@@ -93,6 +93,7 @@ mod tests {
             let w = OnWaker(p);
             assert_eq!(w.spawn_rule(), p.spawn_rule(), "{name}: spawn rule");
             assert_eq!(w.balance_rule(), p.balance_rule(), "{name}: balancer");
+            assert_eq!(w.fair_features(), p.fair_features(), "{name}: fair features");
             assert_eq!(w.counts_flags(), p.counts_flags(), "{name}: flags");
             assert_eq!(w.name(), p.name(), "{name}: name");
         }
