@@ -93,7 +93,11 @@ mod tests {
             let w = OnWaker(p);
             assert_eq!(w.spawn_rule(), p.spawn_rule(), "{name}: spawn rule");
             assert_eq!(w.balance_rule(), p.balance_rule(), "{name}: balancer");
-            assert_eq!(w.fair_features(), p.fair_features(), "{name}: fair features");
+            assert_eq!(
+                w.fair_features(),
+                p.fair_features(),
+                "{name}: fair features"
+            );
             assert_eq!(w.counts_flags(), p.counts_flags(), "{name}: flags");
             assert_eq!(w.name(), p.name(), "{name}: name");
         }
