@@ -295,10 +295,12 @@ pub struct FeatureSet {
 }
 
 impl FeatureSet {
-    /// What the `linux` policies run unless told otherwise. For now the
-    /// model's base set; Linux's features are switched on for them one at a
-    /// time, toward 6.19, the release their placement and balancer follow.
-    pub const LINUX: FeatureSet = FeatureSet::of(Kernel::Base);
+    /// What the `linux` policies run unless told otherwise: 6.19's
+    /// defaults, the release their placement and balancer follow
+    /// (`DELAY_DEQUEUE` with `DELAY_ZERO`, `PLACE_REL_DEADLINE`,
+    /// `PREEMPT_SHORT`, `PICK_BUDDY`, protection to the smallest slice, a
+    /// reschedule asked at every `update_curr()`; `NEXT_BUDDY` off).
+    pub const LINUX: FeatureSet = FeatureSet::of(Kernel::L6_19);
 
     /// `kernel` with its default features.
     pub const fn of(kernel: Kernel) -> FeatureSet {
