@@ -94,13 +94,26 @@ impl<S: PolicyState> RunQueue<S> {
     /// delayed ones included, plus `extra`, a task just taken out of
     /// `current`) and how many of them are runnable.
     fn fair_load(&self, extra: Option<&Entity>) -> (u64, u64) {
-        let delayed = self.fair.delayed.len() as u64;
-        let (w, n) = self
+        // A loop per part, not a chained iterator: this runs at every
+        // enqueue, pick and block.
+        let weight = |e: &Entity| e.weight as u64;
+        let w = self
             .fair
-            .entities(self.curr_fair())
-            .chain(extra)
-            .fold((0, 0), |(w, n), e| (w + e.weight as u64, n + 1));
-        (w, n - delayed)
+            .queued
+            .iter()
+            .map(|t| weight(&t.fair))
+            .sum::<u64>()
+            + self
+                .fair
+                .delayed
+                .iter()
+                .map(|t| weight(&t.fair))
+                .sum::<u64>()
+            + self.curr_fair().map_or(0, weight)
+            + extra.map_or(0, weight);
+        let n =
+            self.fair.queued.len() + self.curr_fair().is_some() as usize + extra.is_some() as usize;
+        (w, n as u64)
     }
 
     /// `update_load_avg()` for the queue and its running entity, up to the

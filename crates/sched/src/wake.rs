@@ -65,7 +65,7 @@ use schedlab_topology::CpuId;
 use crate::act::Act;
 use crate::balancer::Balancer;
 use crate::effects::{Effects, PlaceReason, Trace, WakeCause};
-use crate::fair::WakeFlags;
+use crate::fair::{Features, WakeFlags};
 use crate::lifecycle::forward;
 use crate::moves::{Move, Mover};
 use crate::park::{Delivery, TaskState};
@@ -314,12 +314,19 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
         });
         let w = WakeFlags {
             sync: cause.sync,
-            // Read by `preempt_sync()` alone: counted for sync wakes only.
-            selected: cause.sync && task.mask.weight() > 1,
+            // Read by `preempt_sync()` alone: the mask is looked at for
+            // sync wakes under `NEXT_BUDDY` only.
+            selected: cause.sync && self.buddies() && task.mask.several(),
             in_task: cause.waker.is_some(),
             ..WakeFlags::default()
         };
         self.rooms.queue(self.cpu, task, now, w)
+    }
+
+    /// Whether this CPU's fair class has `NEXT_BUDDY`, the one reader of a
+    /// wake's `selected`.
+    fn buddies(&self) -> bool {
+        self.rooms.rq.cfg.has(Features::NEXT_BUDDY)
     }
 
     /// Step 5: a task sent here (`sync`: by a sync wake).
@@ -344,7 +351,7 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
         let w = WakeFlags {
             fork: reason == PlaceReason::Spawn,
             sync,
-            selected: sync && task.mask.weight() > 1,
+            selected: sync && self.buddies() && task.mask.several(),
             ..WakeFlags::default()
         };
         self.rooms.queue(self.cpu, task, now, w)

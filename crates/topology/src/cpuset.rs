@@ -146,6 +146,13 @@ impl CpuSet {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
+    /// Whether the set holds two CPUs or more (`nr_cpus_allowed > 1`),
+    /// without counting them all.
+    pub fn several(&self) -> bool {
+        self.first()
+            .is_some_and(|f| self.next_at_or_after(f.0 as usize + 1).is_some())
+    }
+
     /// The lowest id in the set.
     pub fn first(&self) -> Option<CpuId> {
         self.next_at_or_after(0)
@@ -512,6 +519,27 @@ mod tests {
 
     fn set(ids: &[usize]) -> CpuSet {
         ids.iter().map(|&i| CpuId::new(i)).collect()
+    }
+
+    #[test]
+    fn several_is_a_weight_over_one() {
+        for ids in [
+            &[][..],
+            &[0],
+            &[1023],
+            &[0, 1],
+            &[3, 700],
+            &[64, 65],
+            &[0, 1023],
+        ] {
+            let s = set(ids);
+            assert_eq!(
+                s.several(),
+                s.weight() > 1,
+                "expected several() for {ids:?} to say whether the weight {} is over 1",
+                s.weight()
+            );
+        }
     }
 
     #[test]

@@ -203,17 +203,28 @@ impl Avg {
     /// The sums over `entities` (the queue and, if it is fair and runnable,
     /// the running one).
     pub fn of<'a>(entities: impl Iterator<Item = &'a Entity> + Clone, fallback: i64) -> Avg {
-        let base = entities.clone().next().map_or(fallback, |e| e.vruntime);
-        let mut a = Avg {
+        let mut a = Avg::at(entities.clone().next().map_or(fallback, |e| e.vruntime));
+        for e in entities {
+            a.add(e);
+        }
+        a
+    }
+
+    /// Empty sums relative to `base`.
+    #[inline]
+    pub fn at(base: i64) -> Avg {
+        Avg {
             base,
             sum: 0,
             weight: 0,
-        };
-        for e in entities {
-            a.sum += (e.vruntime - base) as i128 * e.weight as i128;
-            a.weight += e.weight as u128;
         }
-        a
+    }
+
+    /// `e` counted in the sums.
+    #[inline]
+    pub fn add(&mut self, e: &Entity) {
+        self.sum += (e.vruntime - self.base) as i128 * e.weight as i128;
+        self.weight += e.weight as u128;
     }
 
     /// `avg_vruntime()`: `V`, rounded toward minus infinity as Linux does.
@@ -327,7 +338,11 @@ pub fn place_entity<'a>(
     initial: bool,
     features: Features,
 ) {
-    let avg = Avg::of(others, zero_v);
+    place_against(se, Avg::of(others, zero_v), initial, features);
+}
+
+/// [`place_entity`] against the sums `avg` of the others, taken already.
+pub fn place_against(se: &mut Entity, avg: Avg, initial: bool, features: Features) {
     let mut lag = 0i128;
     if features.contains(Features::PLACE_LAG) && avg.weight > 0 {
         lag = se.vlag as i128;

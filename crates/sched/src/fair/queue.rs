@@ -39,7 +39,7 @@
 
 use alloc::vec::Vec;
 
-use super::eevdf::{calc_delta_fair, pick_eevdf, place_entity, Avg, Entity, FairConfig, Pick};
+use super::eevdf::{calc_delta_fair, pick_eevdf, place_against, Avg, Entity, FairConfig, Pick};
 use super::features::Features;
 
 /// What a queue holds: an entity with a name.
@@ -147,7 +147,19 @@ impl<T: Queued> FairQueue<T> {
 
     /// `V`'s sums over the tree and `curr`.
     pub fn avg(&self, curr: Option<&Entity>) -> Avg {
-        Avg::of(self.entities(curr), self.zero_v)
+        // [`Avg::of`] over [`FairQueue::entities`], the same sums from the
+        // same base, a loop per part: a chained iterator costs a branch
+        // per element on the hot path.
+        let queued = self.queued.iter().map(Queued::entity);
+        let delayed = self.delayed.iter().map(Queued::entity);
+        let first = queued.clone().chain(delayed.clone()).chain(curr).next();
+        let mut a = Avg::at(first.map_or(self.zero_v, |e| e.vruntime));
+        queued.for_each(|e| a.add(e));
+        delayed.for_each(|e| a.add(e));
+        if let Some(c) = curr {
+            a.add(c);
+        }
+        a
     }
 
     /// `cfs_rq_min_slice()`: the smallest slice in the tree and `curr`.
@@ -160,13 +172,7 @@ impl<T: Queued> FairQueue<T> {
 
     /// `place_entity()` of `se`, about to join, against the tree and `curr`.
     pub fn place(&self, se: &mut Entity, curr: Option<&Entity>, cfg: &FairConfig, initial: bool) {
-        place_entity(
-            se,
-            self.entities(curr),
-            self.zero_v,
-            initial,
-            cfg.features.on,
-        );
+        place_against(se, self.avg(curr), initial, cfg.features.on);
     }
 
     /// Places `t` and queues it (`ENQUEUE_INITIAL` for a new task).
@@ -270,12 +276,16 @@ impl<T: Queued> FairQueue<T> {
             return Choice::Queued(i);
         }
         let n = self.queued.len();
-        let tree = self
-            .queued
-            .iter()
-            .chain(self.delayed.iter())
-            .map(Queued::entity);
-        match pick_eevdf(tree, curr, protect, self.zero_v) {
+        let queued = self.queued.iter().map(Queued::entity);
+        let pick = if self.delayed.is_empty() {
+            // No delayed entity (always, without `DELAY_DEQUEUE`): the
+            // queue alone, without the cost of a chained iterator.
+            pick_eevdf(queued, curr, protect, self.zero_v)
+        } else {
+            let tree = queued.chain(self.delayed.iter().map(Queued::entity));
+            pick_eevdf(tree, curr, protect, self.zero_v)
+        };
+        match pick {
             Pick::Current => Choice::Current,
             Pick::Queued(i) if i < n => Choice::Queued(i),
             Pick::Queued(i) => Choice::Delayed(i - n),

@@ -389,3 +389,41 @@ fn a_moved_task_keeps_its_relative_deadline() {
         "not a migration"
     );
 }
+
+/// The queue's `V` sums (a loop per part) are [`Avg::of`] over its
+/// entities in their order, with the same base: the same `V` to the
+/// nanosecond, queued, delayed and running alike, and the fallback when
+/// empty.
+#[test]
+fn the_queue_s_sums_are_avg_of_its_entities() {
+    let mut q: FairQueue<E> = FairQueue {
+        zero_v: -7,
+        ..FairQueue::default()
+    };
+    let mut curr = Entity::new(5, SLICE);
+    curr.vruntime = 1_333;
+    let check = |q: &FairQueue<E>, curr: Option<&Entity>| {
+        let a = q.avg(curr);
+        let b = Avg::of(q.entities(curr), q.zero_v);
+        assert_eq!(
+            (a.base, a.sum, a.weight, a.v()),
+            (b.base, b.sum, b.weight, b.v()),
+            "expected the queue's sums to be Avg::of its entities ({} queued, {} delayed, running {})",
+            q.queued.len(),
+            q.delayed.len(),
+            curr.is_some()
+        );
+    };
+    check(&q, None);
+    check(&q, Some(&curr));
+    q.delayed.push(ent(1, 5_001));
+    check(&q, None);
+    check(&q, Some(&curr));
+    q.queued.push(ent(2, -2_003));
+    q.queued.push(E {
+        k: 3,
+        e: Entity::new(-3, SLICE),
+    });
+    check(&q, None);
+    check(&q, Some(&curr));
+}
