@@ -94,25 +94,13 @@ impl<S: PolicyState> RunQueue<S> {
     /// delayed ones included, plus `extra`, a task just taken out of
     /// `current`) and how many of them are runnable.
     fn fair_load(&self, extra: Option<&Entity>) -> (u64, u64) {
-        // A loop per part, not a chained iterator: this runs at every
+        // A sum per part, not a chained iterator: this runs at every
         // enqueue, pick and block.
-        let weight = |e: &Entity| e.weight as u64;
-        let w = self
-            .fair
-            .queued
-            .iter()
-            .map(|t| weight(&t.fair))
-            .sum::<u64>()
-            + self
-                .fair
-                .delayed
-                .iter()
-                .map(|t| weight(&t.fair))
-                .sum::<u64>()
-            + self.curr_fair().map_or(0, weight)
-            + extra.map_or(0, weight);
-        let n =
-            self.fair.queued.len() + self.curr_fair().is_some() as usize + extra.is_some() as usize;
+        let sum = |ts: &[Task<S>]| ts.iter().map(|t| t.fair.weight as u64).sum::<u64>();
+        let one = |e: Option<&Entity>| e.map_or(0, |e| e.weight as u64);
+        let curr = self.curr_fair();
+        let w = sum(&self.fair.queued) + sum(&self.fair.delayed) + one(curr) + one(extra);
+        let n = self.fair.queued.len() + curr.is_some() as usize + extra.is_some() as usize;
         (w, n as u64)
     }
 

@@ -314,19 +314,18 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
         });
         let w = WakeFlags {
             sync: cause.sync,
-            // Read by `preempt_sync()` alone: the mask is looked at for
-            // sync wakes under `NEXT_BUDDY` only.
-            selected: cause.sync && self.buddies() && task.mask.several(),
+            selected: self.selected(cause.sync, &task),
             in_task: cause.waker.is_some(),
             ..WakeFlags::default()
         };
         self.rooms.queue(self.cpu, task, now, w)
     }
 
-    /// Whether this CPU's fair class has `NEXT_BUDDY`, the one reader of a
-    /// wake's `selected`.
-    fn buddies(&self) -> bool {
-        self.rooms.rq.cfg.has(Features::NEXT_BUDDY)
+    /// `WF_RQ_SELECTED` of a wake (the task could have run elsewhere),
+    /// which `preempt_sync()` alone reads: looked at only for a sync wake
+    /// under `NEXT_BUDDY`, so no other wake pays for the mask.
+    fn selected(&self, sync: bool, task: &Task<P::TaskState>) -> bool {
+        sync && self.rooms.rq.cfg.has(Features::NEXT_BUDDY) && task.mask.several()
     }
 
     /// Step 5: a task sent here (`sync`: by a sync wake).
@@ -351,7 +350,7 @@ impl<P: Policy, B: Balancer> Waking<'_, P, B> {
         let w = WakeFlags {
             fork: reason == PlaceReason::Spawn,
             sync,
-            selected: sync && self.buddies() && task.mask.several(),
+            selected: self.selected(sync, &task),
             ..WakeFlags::default()
         };
         self.rooms.queue(self.cpu, task, now, w)

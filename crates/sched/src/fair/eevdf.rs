@@ -325,24 +325,13 @@ fn pick_eevdf_full<'a>(
     }
 }
 
-/// `place_entity()`: where a joining entity starts, given the entities
-/// already there. With `PLACE_LAG` its lag is kept, scaled by the queue's
-/// weight (none on an empty queue: `cfs_rq->nr_queued` is 0); a deadline
-/// kept relative (`PLACE_REL_DEADLINE`) is made absolute again, else the
-/// deadline is a slice on, half of one for a new task
-/// (`PLACE_DEADLINE_INITIAL`).
-pub fn place_entity<'a>(
-    se: &mut Entity,
-    others: impl Iterator<Item = &'a Entity> + Clone,
-    zero_v: i64,
-    initial: bool,
-    features: Features,
-) {
-    place_against(se, Avg::of(others, zero_v), initial, features);
-}
-
-/// [`place_entity`] against the sums `avg` of the others, taken already.
-pub fn place_against(se: &mut Entity, avg: Avg, initial: bool, features: Features) {
+/// `place_entity()`: where a joining entity starts, given `avg`, the sums
+/// of the entities already there ([`Avg::of`]). With `PLACE_LAG` its lag is
+/// kept, scaled by the queue's weight (none on an empty queue:
+/// `cfs_rq->nr_queued` is 0); a deadline kept relative
+/// (`PLACE_REL_DEADLINE`) is made absolute again, else the deadline is a
+/// slice on, half of one for a new task (`PLACE_DEADLINE_INITIAL`).
+pub fn place_entity(se: &mut Entity, avg: Avg, initial: bool, features: Features) {
     let mut lag = 0i128;
     if features.contains(Features::PLACE_LAG) && avg.weight > 0 {
         lag = se.vlag as i128;
@@ -469,7 +458,7 @@ mod tests {
         let mut se = Entity::new(0, 2_800_000);
         se.vlag = 600;
         let all = Kernel::L6_19.defaults();
-        place_entity(&mut se, [&other].into_iter(), 0, false, all);
+        place_entity(&mut se, Avg::of([&other].into_iter(), 0), false, all);
         assert_eq!(se.vruntime, 10_000 - 1200);
         assert_eq!(se.deadline, se.vruntime + se.vslice());
         // Without PLACE_LAG it starts at V.
@@ -477,8 +466,7 @@ mod tests {
         se.vlag = 600;
         place_entity(
             &mut se,
-            [&other].into_iter(),
-            0,
+            Avg::of([&other].into_iter(), 0),
             false,
             all.with(Features::PLACE_LAG, false),
         );
@@ -487,12 +475,17 @@ mod tests {
         // and a new task's first deadline is half a slice away.
         let mut se = Entity::new(0, 2_800_000);
         se.vlag = -300;
-        place_entity(&mut se, core::iter::empty(), 7_000, true, all);
+        place_entity(&mut se, Avg::of(core::iter::empty(), 7_000), true, all);
         assert_eq!(se.vruntime, 7_000);
         assert_eq!(se.deadline, 7_000 + se.vslice() / 2);
         let mut se = Entity::new(0, 2_800_000);
         let no_initial = all.with(Features::PLACE_DEADLINE_INITIAL, false);
-        place_entity(&mut se, core::iter::empty(), 7_000, true, no_initial);
+        place_entity(
+            &mut se,
+            Avg::of(core::iter::empty(), 7_000),
+            true,
+            no_initial,
+        );
         assert_eq!(
             se.deadline,
             7_000 + se.vslice(),
@@ -502,7 +495,7 @@ mod tests {
         // would have been.
         let mut se = Entity::new(0, 2_800_000);
         (se.deadline, se.rel_deadline) = (1_234, true);
-        place_entity(&mut se, [&other].into_iter(), 0, false, all);
+        place_entity(&mut se, Avg::of([&other].into_iter(), 0), false, all);
         assert_eq!((se.deadline, se.rel_deadline), (10_000 + 1_234, false));
     }
 

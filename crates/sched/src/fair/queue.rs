@@ -39,7 +39,7 @@
 
 use alloc::vec::Vec;
 
-use super::eevdf::{calc_delta_fair, pick_eevdf, place_against, Avg, Entity, FairConfig, Pick};
+use super::eevdf::{calc_delta_fair, pick_eevdf, place_entity, Avg, Entity, FairConfig, Pick};
 use super::features::Features;
 
 /// What a queue holds: an entity with a name.
@@ -172,7 +172,7 @@ impl<T: Queued> FairQueue<T> {
 
     /// `place_entity()` of `se`, about to join, against the tree and `curr`.
     pub fn place(&self, se: &mut Entity, curr: Option<&Entity>, cfg: &FairConfig, initial: bool) {
-        place_against(se, self.avg(curr), initial, cfg.features.on);
+        place_entity(se, self.avg(curr), initial, cfg.features.on);
     }
 
     /// Places `t` and queues it (`ENQUEUE_INITIAL` for a new task).
