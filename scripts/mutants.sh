@@ -80,7 +80,7 @@ for m in "${muts[@]}"; do
   cargo test -p schedlab-sched -p schedlab-sim -p schedlab-scenarios -p schedlab --release --no-fail-fast >"$log" 2>&1
   # The real executor's tests that need no root: its unit tests and the
   # shadow's (the kernel's own tests run as root in CI, not here).
-  cargo test -p schedlab-real --release --no-fail-fast --lib --test shadow >>"$log" 2>&1
+  cargo test -p schedlab-real --release --no-fail-fast --lib --test all shadow:: >>"$log" 2>&1
   restore
   red=$(grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u | tr '\n' ' ')
   if grep -qE '^error: could not compile' "$log"; then

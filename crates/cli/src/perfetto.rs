@@ -13,7 +13,7 @@
 //! not here is simply never written; a reader skips what it does not know.
 //! The writer's bytes were checked equal to the generated crate's for the
 //! same runs when this module replaced it, and a fixture keeps them so
-//! (`tests/trace.rs`).
+//! (`tests/all/trace.rs`).
 
 // The derive writes the accessors; the names are Perfetto's.
 #![allow(clippy::derive_partial_eq_without_eq)]

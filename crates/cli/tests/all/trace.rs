@@ -3,8 +3,7 @@
 //! event: every switch and waking per CPU, every run-queue sample, every
 //! placement instant, and the thread names.
 
-mod common;
-use common::schedlab;
+use crate::common::schedlab;
 
 use std::collections::BTreeMap;
 

@@ -2,9 +2,8 @@
 //! their tables (no verdict asserted: that is a measurement, not a claim),
 //! and a cost file they cannot use is refused with its place.
 
-mod common;
 
-use common::schedlab;
+use crate::common::schedlab;
 
 #[test]
 fn calibrate_then_validate_one_workload() {

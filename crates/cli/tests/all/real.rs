@@ -3,9 +3,8 @@
 //! with the kernel's thread ids in it. Semantics only, never timings.
 //! CI runs as root, so the kernel's record is there.
 
-mod common;
 
-use common::{schedlab, scratch_file, Scratch};
+use crate::common::{schedlab, scratch_file, Scratch};
 use prost::Message;
 use schedlab::perfetto::{Data, Ftrace, Trace};
 use serde_json::Value;

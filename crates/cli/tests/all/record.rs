@@ -7,9 +7,8 @@
 //! A failing command's exit code is passed on, its files still written.
 //! Semantics only, never timings.
 
-mod common;
 
-use common::schedlab;
+use crate::common::schedlab;
 use serde_json::Value;
 
 fn dir(name: &str) -> std::path::PathBuf {

@@ -6,7 +6,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use schedlab_scenarios::{file, Params};
 
-const GOOD: &str = include_str!("../../../scenarios/split_pair.toml");
+const GOOD: &str = include_str!("../../../../scenarios/split_pair.toml");
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]

@@ -8,7 +8,7 @@
 //! CI runs a few hundred cases; a long run:
 //!
 //! ```sh
-//! PROPTEST_CASES=20000 FUZZ_RUN_MS=50 cargo test --release -p schedlab-scenarios --test scenario_fuzz
+//! PROPTEST_CASES=20000 FUZZ_RUN_MS=50 cargo test --release -p schedlab-scenarios --test all scenario_fuzz::
 //! ```
 //!
 //! (release keeps the invariant checks: the spec asks for them below.)

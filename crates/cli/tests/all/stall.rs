@@ -2,9 +2,8 @@
 //! (exit 2) or a stall report naming what waits on what (exit 3), never a
 //! panic.
 
-mod common;
 
-use common::{schedlab, scratch_file, Scratch};
+use crate::common::{schedlab, scratch_file, Scratch};
 
 fn file(name: &str, text: &str) -> Scratch {
     scratch_file(name, text)

@@ -2,8 +2,7 @@
 
 use std::process::Command;
 
-mod common;
-use common::schedlab;
+use crate::common::schedlab;
 
 #[test]
 fn run_json_has_the_documented_shape() {

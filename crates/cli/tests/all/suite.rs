@@ -1,8 +1,7 @@
 //! `schedlab suite` end to end: the JSON's shape, the seed's main effects
 //! on amd-2x8, independence from --jobs, and the CSV and SVG files.
 
-mod common;
-use common::schedlab;
+use crate::common::schedlab;
 
 use serde_json::Value;
 

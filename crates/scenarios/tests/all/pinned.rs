@@ -5,7 +5,7 @@
 //! the file with
 //!
 //! ```text
-//! SCHEDLAB_PIN=write cargo test -p schedlab-scenarios --test pinned
+//! SCHEDLAB_PIN=write cargo test -p schedlab-scenarios --test all pinned::
 //! ```
 //!
 //! Each is also run twice in one process at the first seed (the same

@@ -127,7 +127,7 @@ const LONG_FNS: &[(&str, &str, &str)] = &[
         "the calibration: microbenchmarks, fit, and its table",
     ),
     (
-        "crates/cli/tests/validate.rs",
+        "crates/cli/tests/all/validate.rs",
         "calibrate_then_validate_one_workload",
         "one end-to-end test, step by step",
     ),

@@ -11,9 +11,9 @@ use schedlab_sim::events::EventKind;
 use schedlab_sim::{Outcome, Sim};
 use schedlab_topology::preset;
 
-const PERIODIC: &str = include_str!("../../../scenarios/rt-app/periodic.json");
-const PRODUCER: &str = include_str!("../../../scenarios/rt-app/producer_consumer.json");
-const BARRIER: &str = include_str!("../../../scenarios/rt-app/barrier.json");
+const PERIODIC: &str = include_str!("../../../../scenarios/rt-app/periodic.json");
+const PRODUCER: &str = include_str!("../../../../scenarios/rt-app/producer_consumer.json");
+const BARRIER: &str = include_str!("../../../../scenarios/rt-app/barrier.json");
 
 fn load(text: &str, name: &str) -> Result<Scenario, String> {
     let topo = preset("amd-2x8").expect("a preset");
@@ -424,7 +424,7 @@ fn workgen_files_are_read_as_workgen_rewrites_them() {
 /// `/usr/share/doc/rt-app/examples`) loads and runs, or is refused only as
 /// a fragment for rt-app's merge script or for rt-app's first grammar.
 #[test]
-#[ignore = "needs rt-app's examples installed (apt-get install rt-app); cargo test -p schedlab-scenarios --test rtapp -- --ignored"]
+#[ignore = "needs rt-app's examples installed (apt-get install rt-app); cargo test -p schedlab-scenarios --test all rtapp:: -- --ignored"]
 fn every_example_rt_app_ships_runs() {
     let root = Path::new("/usr/share/doc/rt-app/examples");
     let mut files = Vec::new();

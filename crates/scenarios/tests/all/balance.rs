@@ -170,7 +170,7 @@ fn linux_cas_does_not_pack_more_busy_threads_than_an_llc_holds() {
 /// finishes sooner. Seeds 1 and 3 (seed 2 splits at the start under
 /// both).
 #[test]
-#[ignore = "3-4.7 s of simulated hackbench per run, minutes in a debug build; cargo test --release -p schedlab-scenarios --test balance -- --ignored"]
+#[ignore = "3-4.7 s of simulated hackbench per run, minutes in a debug build; cargo test --release -p schedlab-scenarios --test all balance:: -- --ignored"]
 fn linux_cas_keeps_a_hackbench_thread_group_together_where_linux_splits_it() {
     let p = ["loops=900000"];
     for seed in [1, 3] {

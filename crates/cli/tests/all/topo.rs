@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-mod common;
-use common::schedlab;
+use crate::common::schedlab;
 
 fn fixture(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -3,9 +3,8 @@
 //! beside it (tests of one binary run in parallel) stretches that from
 //! seconds to minutes.
 
-mod common;
 
-use common::schedlab;
+use crate::common::schedlab;
 
 /// An rt-app file is run by rt-app itself beside ours when it is
 /// installed, its log's columns compared; when it is not, the skip names

@@ -1,8 +1,7 @@
 //! `schedlab sweep --shard I/N --out FILE` and `schedlab merge`: a sweep
 //! split over shards and joined gives the unsharded table, text and JSON.
 
-mod common;
-use common::schedlab;
+use crate::common::schedlab;
 
 /// A directory of the test's own, gone when dropped.
 fn dir() -> tempfile::TempDir {
