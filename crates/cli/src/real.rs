@@ -8,13 +8,12 @@ use std::path::Path;
 use schedlab_real::{Error, Options, RealOutcome, MISSING};
 use schedlab_scenarios::rows::Row;
 use schedlab_scenarios::suite::{median, range};
-use schedlab_scenarios::{catalog, file, Params, Scenario};
+use schedlab_scenarios::Scenario;
 use schedlab_sim::figures::percentile;
 use schedlab_sim::{Figure, Outcome, Registry, Sim};
 use serde_json::{json, Value};
 
-use crate::run::{fmt, num, stalls_json, Common};
-use crate::suite::sig;
+use crate::print::{fmt, num, sig, stalls_json};
 use crate::Failure;
 
 /// The machine a real run ran on, read from sysfs and procfs.
@@ -50,33 +49,6 @@ impl Machine {
     pub fn json(&self) -> Value {
         json!({"cpus": self.cpus, "llcs": self.llcs, "cpu_model": self.model, "kernel": self.kernel})
     }
-}
-
-/// The scenario, built for this machine (a real run always runs here).
-pub fn build(c: &Common, p: Params) -> Result<Scenario, Failure> {
-    let machine = schedlab_scenarios::topology("sysfs").map_err(|e| Failure::Input(e.0))?;
-    if c.costs.is_some() {
-        eprintln!("note: --costs is not used: a real run measures, it does not model");
-    }
-    if let Some(t) = c.topology.as_deref().filter(|t| !t.starts_with("sysfs")) {
-        eprintln!(
-            "note: --topology {t} is not used: a real run runs on this machine ({} CPUs, from sysfs)",
-            machine.num_cpus()
-        );
-    }
-    let s = if c.scenario.ends_with(".toml") {
-        file::load_on(Path::new(&c.scenario), p, machine)
-            .map_err(|e| Failure::Input(e.to_string()))?
-    } else if c.scenario.ends_with(".json") {
-        schedlab_scenarios::rtapp::load(Path::new(&c.scenario), machine, p)
-            .map_err(|e| Failure::Input(e.to_string()))?
-    } else {
-        catalog::build(&c.scenario, Some("sysfs"), p).map_err(|e| Failure::Input(e.0))?
-    };
-    for n in &s.notes {
-        eprintln!("note: {n}");
-    }
-    Ok(s)
 }
 
 /// Whether a real run measures figure `f` (with the kernel's record or
@@ -179,7 +151,7 @@ pub fn run(
         say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
         if let Some(d) = rtapp_log {
             let all: Vec<&Outcome> = outs.iter().map(|r| &r.outcome).collect();
-            crate::run::write_rtapp_logs(d, s, &all)?;
+            crate::rtapp_log::write_rtapp_logs(d, s, &all)?;
         }
         return stalled(&outs, allow_stall);
     }
@@ -190,7 +162,7 @@ pub fn run(
         machine.llcs,
         machine.model,
         machine.kernel,
-        crate::run::params_text(s)
+        crate::print::params_text(s)
     );
     let names: Vec<&String> = s.figures.iter().map(|(n, _)| n).collect();
     say_part!("{:>4} {:>10}", "rep", "wall_ms");
@@ -254,7 +226,7 @@ pub fn run(
     let all: Vec<&Outcome> = outs.iter().map(|r| &r.outcome).collect();
     crate::rtapp_log::print_summary(&all);
     if let Some(d) = rtapp_log {
-        crate::run::write_rtapp_logs(d, s, &all)?;
+        crate::rtapp_log::write_rtapp_logs(d, s, &all)?;
     }
     say!(
         "not measured in a real run: {}",
@@ -268,7 +240,7 @@ pub fn run(
 }
 
 fn stalled(outs: &[RealOutcome], allow: bool) -> Result<(), Failure> {
-    crate::run::stalled(outs.iter().map(|r| &r.outcome), "rep", allow)
+    crate::print::stalled(outs.iter().map(|r| &r.outcome), "rep", allow)
 }
 
 /// One suite row, real and simulated.
@@ -319,7 +291,7 @@ pub fn suite(
     // The simulations after every real run, so they never share the CPUs.
     for r in results.iter_mut().filter(|r| r.skipped.is_none()) {
         for p in policies {
-            let sc = crate::suite::build(r.row, "sysfs", &[format!("policy={p}")], reg)?;
+            let sc = crate::scenario::build_row(r.row, "sysfs", &[format!("policy={p}")], reg)?;
             let seeds: Vec<u64> = (1..=reps).collect();
             r.sim.push(crate::pool::par_map(
                 &seeds,
@@ -429,7 +401,7 @@ fn real_row(
         Failure::Exit(c) => Ok(Err(format!("exit {c}"))),
         Failure::Input(m) | Failure::Real(m) | Failure::Check(m) | Failure::Stall(m) => Ok(Err(m)),
     };
-    let sc = match crate::suite::build(row, "sysfs", &[], reg) {
+    let sc = match crate::scenario::build_row(row, "sysfs", &[], reg) {
         Ok(sc) => sc,
         Err(e) => return why(e),
     };

@@ -377,8 +377,8 @@ fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failur
     for (name, r, p, ok) in rows {
         say!(
             "  {name:36} {:>12} {:>12}  {}",
-            crate::run::fmt(r),
-            crate::run::fmt(p),
+            crate::print::fmt(r),
+            crate::print::fmt(p),
             if ok { "within" } else { "outside" }
         );
     }
@@ -389,8 +389,8 @@ fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failur
     say!(
         "  {:36} {:>12} {:>12}  (not held to a tolerance)",
         "switches while runnable (preempted)",
-        rec_pre.map_or("-".to_string(), |n| crate::run::fmt(*n as f64)),
-        crate::run::fmt(pre)
+        rec_pre.map_or("-".to_string(), |n| crate::print::fmt(*n as f64)),
+        crate::print::fmt(pre)
     );
     if let Some(st) = outs.iter().find_map(|o| o.stall.as_ref()) {
         say!("the replay stalled: {st}");

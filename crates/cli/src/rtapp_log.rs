@@ -10,6 +10,7 @@ use std::path::Path;
 
 use schedlab_scenarios::rtapp::log::{self, Line};
 use schedlab_scenarios::suite::median;
+use schedlab_scenarios::Scenario;
 use schedlab_sim::figures::percentile;
 use schedlab_sim::Outcome;
 use serde_json::{json, Value};
@@ -88,10 +89,10 @@ pub fn print_summary(outs: &[&Outcome]) {
         say_part!("  {t:20} {:>7}", lines.len());
         for (_, f) in COLUMNS {
             let v: Vec<f64> = lines.iter().map(f).collect();
-            say_part!(" {:>10}", crate::run::fmt(median(&v)));
+            say_part!(" {:>10}", crate::print::fmt(median(&v)));
         }
         let wu: Vec<u64> = lines.iter().map(|l| l.wu_lat).collect();
-        say!(" {:>10}", crate::run::fmt(percentile(&wu, 0.99)));
+        say!(" {:>10}", crate::print::fmt(percentile(&wu, 0.99)));
     }
 }
 
@@ -242,6 +243,21 @@ pub fn by_thread(o: &Outcome, threads: &[String]) -> BTreeMap<String, Vec<Line>>
         out.entry(thread_of(&task, threads)).or_default().extend(l);
     }
     out
+}
+
+/// Writes each run's rt-app log files under `dir` (`--rtapp-log`).
+pub(crate) fn write_rtapp_logs(dir: &Path, s: &Scenario, outs: &[&Outcome]) -> Result<(), Failure> {
+    for o in outs {
+        let d = if outs.len() == 1 {
+            dir.to_path_buf()
+        } else {
+            dir.join(format!("seed-{}", o.seed))
+        };
+        let threads: Vec<String> = s.spec.programs.keys().cloned().collect();
+        let n = crate::rtapp_log::write(&d, &s.name, o, &threads)?;
+        say!("rt-app's log: {n} file(s) in {}", d.display());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,68 +1,18 @@
 //! `schedlab run` and `schedlab sweep`: one scenario over seeds, or over the
 //! values of one parameter.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
-use schedlab_scenarios::{catalog, file, Params, Scenario};
+use schedlab_scenarios::{catalog, Scenario};
 use schedlab_sim::{first_divergence, Outcome, Registry, Sim};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::print::{fair_json, fair_text, fmt, num, params_text, stalled, stalls_json};
+use crate::rtapp_log::write_rtapp_logs;
+use crate::scenario::{build, figures, jobs, run_seeds, Common};
 use crate::Failure;
-
-#[derive(Args, Debug, Clone)]
-pub struct Common {
-    /// A built-in scenario (see --list), a scenario file (.toml), or an
-    /// rt-app workload (.json, run on --topology).
-    #[arg(default_value = "")]
-    pub(crate) scenario: String,
-    /// The machine: a preset (`topo --list`), `sysfs` (this one), `sysfs:ROOT`,
-    /// `lscpu:FILE` or `FILE.toml`; built-ins, rt-app files and scenario
-    /// files without a [topology] default to amd-2x8; over a file's own
-    /// [topology], it wins (with a note).
-    #[arg(long, value_name = "T")]
-    pub(crate) topology: Option<String>,
-    /// The placement policy: home, waker-streak, waker-streak:K, or any
-    /// name `schedlab policies` lists.
-    #[arg(long, value_name = "POLICY")]
-    pub(crate) policy: Option<String>,
-    /// A parameter, name=value (repeatable).
-    #[arg(long = "param", value_name = "K=V")]
-    pub(crate) params: Vec<String>,
-    /// The fair class of a kernel release: 6.12, 6.18, 6.19, 7.2 or base
-    /// (the model's own); default: the policy's (`linux`: 6.19; the
-    /// others: base). `schedlab features` lists what each turns on.
-    #[arg(long, value_name = "RELEASE")]
-    pub(crate) kernel: Option<String>,
-    /// Features over the kernel's defaults, as
-    /// /sys/kernel/debug/sched/features spells them: NAME turns one on,
-    /// NO_NAME off (comma-separated).
-    #[arg(long, value_name = "NAME,NO_NAME,...")]
-    pub(crate) features: Option<String>,
-    /// Print JSON.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Break ties among simultaneous events in insertion order.
-    #[arg(long)]
-    pub(crate) fixed_order: bool,
-    /// Worker threads for several seeds (default: every core). The results
-    /// do not depend on it.
-    #[arg(long, value_name = "N")]
-    pub(crate) jobs: Option<usize>,
-    /// Run for real: the scenario's programs as threads and processes on
-    /// this machine, under its kernel, with the kernel's record (root).
-    #[arg(long)]
-    pub(crate) real: bool,
-    /// The cost model from a cost file (`schedlab calibrate --out FILE`)
-    /// instead of the scenario's.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) costs: Option<PathBuf>,
-    /// Use --costs though it was measured on a machine of another shape.
-    #[arg(long, requires = "costs")]
-    pub(crate) costs_any_shape: bool,
-}
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -148,21 +98,6 @@ fn side_by_side(a: &RunArgs, list: &str, seeds: &[u64], reg: &Registry) -> Resul
     Ok(())
 }
 
-/// Writes each run's rt-app log files under `dir` (`--rtapp-log`).
-pub(crate) fn write_rtapp_logs(dir: &Path, s: &Scenario, outs: &[&Outcome]) -> Result<(), Failure> {
-    for o in outs {
-        let d = if outs.len() == 1 {
-            dir.to_path_buf()
-        } else {
-            dir.join(format!("seed-{}", o.seed))
-        };
-        let threads: Vec<String> = s.spec.programs.keys().cloned().collect();
-        let n = crate::rtapp_log::write(&d, &s.name, o, &threads)?;
-        say!("rt-app's log: {n} file(s) in {}", d.display());
-    }
-    Ok(())
-}
-
 #[derive(Args, Debug)]
 pub struct SweepArgs {
     #[command(flatten)]
@@ -217,89 +152,6 @@ struct ShardResult {
 }
 
 const SHARD_FORMAT: &str = "schedlab-sweep-shard/1";
-
-pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, Failure> {
-    let mut all = params.to_vec();
-    if let Some(p) = &c.policy {
-        all.push(format!("policy={p}"));
-    }
-    all.extend(fair_params(c.kernel.as_deref(), c.features.as_deref()));
-    let p = Params::parse(&all)
-        .map_err(|e| Failure::Input(e.0))?
-        .with_registry(reg.clone());
-    if c.real {
-        return crate::real::build(c, p);
-    }
-    let mut s = if c.scenario.ends_with(".toml") {
-        // --topology wins over the file's [topology] (with a note).
-        let path = Path::new(&c.scenario);
-        match &c.topology {
-            Some(t) => {
-                let topo = schedlab_scenarios::topology(t).map_err(|e| Failure::Input(e.0))?;
-                file::load_on(path, p, topo)
-            }
-            None => file::load(path, p),
-        }
-        .map_err(|e| Failure::Input(e.to_string()))?
-    } else if c.scenario.ends_with(".json") {
-        let topo = schedlab_scenarios::topology(c.topology.as_deref().unwrap_or("amd-2x8"))
-            .map_err(|e| Failure::Input(e.0))?;
-        schedlab_scenarios::rtapp::load(Path::new(&c.scenario), topo, p)
-            .map_err(|e| Failure::Input(e.to_string()))?
-    } else {
-        catalog::build(&c.scenario, c.topology.as_deref(), p).map_err(|e| Failure::Input(e.0))?
-    };
-    for n in &s.notes {
-        eprintln!("note: {n}");
-    }
-    s.spec.fixed_order = c.fixed_order;
-    crate::costs::apply(c.costs.as_deref(), c.costs_any_shape, &mut s)?;
-    Ok(s)
-}
-
-/// `--kernel` and `--features` as the parameters every scenario reads.
-pub(crate) fn fair_params(kernel: Option<&str>, features: Option<&str>) -> Vec<String> {
-    let k = kernel.map(|k| format!("kernel={k}"));
-    let f = features.map(|f| format!("features={f}"));
-    k.into_iter().chain(f).collect()
-}
-
-/// A run's fair class for its header: `6.19 at 1000 Hz`.
-pub(crate) fn fair_text(s: &Scenario) -> String {
-    let f = &s.spec.config.fair;
-    format!("fair class {} at {} Hz", f.features, f.hz())
-}
-
-/// A run's fair class for its JSON: the release with its overrides, every
-/// feature as debugfs prints them, and the tick.
-pub(crate) fn fair_json(s: &Scenario) -> Value {
-    let f = &s.spec.config.fair;
-    json!({"kernel": f.features.to_string(), "features": f.features.on.to_string(), "hz": f.hz()})
-}
-
-/// Runs `s` for each seed, spread over `jobs` threads; results in seed order.
-pub fn run_seeds(s: &Scenario, seeds: &[u64], jobs: usize) -> Vec<Outcome> {
-    crate::pool::par_map(seeds, jobs, |&seed| Sim::new(&s.spec, seed).run(), || {})
-}
-
-pub fn jobs(c: &Common) -> usize {
-    c.jobs.unwrap_or_else(crate::pool::all_cores)
-}
-
-pub fn figures(s: &Scenario, o: &Outcome) -> BTreeMap<String, f64> {
-    s.figures
-        .iter()
-        .map(|(n, f)| (n.clone(), f.compute(o)))
-        .collect()
-}
-
-pub(crate) fn num(v: f64) -> Value {
-    if v.fract() == 0.0 && v.abs() < 9e15 {
-        json!(v as i64)
-    } else {
-        json!((v * 1e4).round() / 1e4)
-    }
-}
 
 pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
     if a.list || a.common.scenario.is_empty() {
@@ -419,62 +271,6 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         write_rtapp_logs(d, &s, &all)?;
     }
     stalled(&outs, "seed", a.allow_stall)
-}
-
-/// A scenario's parameters as `k=v k=v`, for a run's header line.
-pub(crate) fn params_text(s: &Scenario) -> String {
-    s.params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Each stalled run's report, with its seed (or rep: `what`), for JSON.
-pub(crate) fn stalls_json<'o>(
-    outs: impl IntoIterator<Item = &'o Outcome>,
-    what: &str,
-) -> Vec<Value> {
-    outs.into_iter()
-        .filter_map(|o| {
-            o.stall.as_ref().map(|st| {
-                let mut v = serde_json::to_value(st).expect("plain data");
-                v[what] = json!(o.seed);
-                v
-            })
-        })
-        .collect()
-}
-
-/// Each stalled run's report on stderr, named by its seed (or rep:
-/// `what`); exit 3 when one stalled, unless `allow`.
-pub(crate) fn stalled<'o>(
-    outs: impl IntoIterator<Item = &'o Outcome>,
-    what: &str,
-    allow: bool,
-) -> Result<(), Failure> {
-    let outs: Vec<&Outcome> = outs.into_iter().collect();
-    let n = outs.iter().filter(|o| o.stall.is_some()).count();
-    for o in &outs {
-        if let Some(st) = &o.stall {
-            eprintln!("{what} {}: {st}", o.seed);
-        }
-    }
-    if n > 0 && !allow {
-        return Err(Failure::Stall(format!(
-            "{n} of {} run(s) stalled (exit 3; --allow-stall accepts them)",
-            outs.len()
-        )));
-    }
-    Ok(())
-}
-
-pub(crate) fn fmt(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.3}")
-    }
 }
 
 /// One swept value's aggregate: per figure (in `names` order), total, most

@@ -7,11 +7,12 @@ use std::path::PathBuf;
 use clap::Args;
 use schedlab_scenarios::rows::{Row, ROWS};
 use schedlab_scenarios::suite::{range, summary, RowResult, ALPHA};
-use schedlab_scenarios::{catalog, Params, Scenario};
 use schedlab_sim::{Registry, Sim};
 use serde_json::{json, Value};
 use wildmatch::WildMatch;
 
+use crate::print::sig;
+use crate::scenario::build_row as build;
 use crate::Failure;
 
 #[derive(Args, Debug)]
@@ -78,7 +79,7 @@ fn policy_params(p: &str, reg: &Registry) -> Result<Vec<String>, Failure> {
 /// One side's parameters: its policy and the fair class asked for.
 fn side_params(a: &SuiteArgs, p: &str, reg: &Registry) -> Result<Vec<String>, Failure> {
     let mut v = policy_params(p, reg)?;
-    v.extend(crate::run::fair_params(
+    v.extend(crate::scenario::fair_params(
         a.kernel.as_deref(),
         a.features.as_deref(),
     ));
@@ -96,21 +97,9 @@ fn fair_of(
         .iter()
         .map(|p| {
             let sc = build(rows[0], &a.topology, &side_params(a, p, reg)?, reg)?;
-            Ok((crate::run::fair_text(&sc), crate::run::fair_json(&sc)))
+            Ok((crate::print::fair_text(&sc), crate::print::fair_json(&sc)))
         })
         .collect()
-}
-
-pub(crate) fn build(
-    row: &Row,
-    topology: &str,
-    policy: &[String],
-    reg: &Registry,
-) -> Result<Scenario, Failure> {
-    let p = Params::parse(policy)
-        .map_err(|e| Failure::Input(e.0))?
-        .with_registry(reg.clone());
-    catalog::build(row.name, Some(topology), p).map_err(|e| Failure::Input(e.0))
 }
 
 pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
@@ -339,15 +328,6 @@ fn two_table(a: &SuiteArgs, results: &[RowResult]) {
          rows the head's change never reaches read alike on the same seeds and cannot resolve)",
         results.len()
     );
-}
-
-/// A value to four significant figures.
-pub(crate) fn sig(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let digits = (3 - v.abs().log10().floor() as i32).max(0) as usize;
-    format!("{v:.digits$}")
 }
 
 fn csv(results: &[RowResult]) -> String {

@@ -42,7 +42,7 @@ use crate::perfetto::{
 };
 use schedlab_sim::{Event, EventKind, Outcome, PrevState, Registry, Sim};
 
-use crate::run::{build, Common};
+use crate::scenario::{build, Common};
 use crate::Failure;
 
 #[derive(Args, Debug)]

@@ -38,9 +38,9 @@ use schedlab_scenarios::{catalog, Params, Scenario};
 use schedlab_sim::{Outcome, Registry, Sim};
 use serde_json::{json, Value};
 
+use crate::print::num;
+use crate::print::sig;
 use crate::real::{measurable, Machine};
-use crate::run::num;
-use crate::suite::sig;
 use crate::Failure;
 
 /// The factor the real interquartile range is widened by, each side.

@@ -2,11 +2,11 @@
 //! The simulator knows no scenario; a scenario names its figures with these.
 
 use schedlab_sched::fair::weight_of;
-use schedlab_sched::PlaceReason;
 use schedlab_topology::Level;
 use serde::Deserialize;
 
-use crate::engine::{Outcome, TaskOutcome};
+pub use crate::outcome::MoveReason;
+use crate::outcome::{Outcome, TaskOutcome};
 
 /// How near two tasks must end for [`Figure::SameAt`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -23,49 +23,6 @@ impl Within {
         match self {
             Within::Core => Level::Smt,
             Within::Llc => Level::Llc,
-        }
-    }
-}
-
-/// Why a task moved, as a figure names it: the scheduler's built-in
-/// reasons, and `policy` for any reason a policy names itself (Linux's
-/// wake path steps, a user's policy). An unknown name is an error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MoveReason {
-    Home,
-    Forward,
-    WakerRule,
-    Affinity,
-    Steal,
-    Balance,
-    Spawn,
-    Policy,
-}
-
-impl MoveReason {
-    /// Every reason, in declaration order (`ALL[r as usize] == r`).
-    pub const ALL: [MoveReason; 8] = [
-        MoveReason::Home,
-        MoveReason::Forward,
-        MoveReason::WakerRule,
-        MoveReason::Affinity,
-        MoveReason::Steal,
-        MoveReason::Balance,
-        MoveReason::Spawn,
-        MoveReason::Policy,
-    ];
-
-    pub fn of(r: PlaceReason) -> MoveReason {
-        match r {
-            PlaceReason::Home | PlaceReason::Delayed => MoveReason::Home,
-            PlaceReason::Forward => MoveReason::Forward,
-            PlaceReason::WakerRule => MoveReason::WakerRule,
-            PlaceReason::Affinity => MoveReason::Affinity,
-            PlaceReason::Steal => MoveReason::Steal,
-            PlaceReason::Balance => MoveReason::Balance,
-            PlaceReason::Spawn => MoveReason::Spawn,
-            PlaceReason::Custom(_) => MoveReason::Policy,
         }
     }
 }

@@ -7,6 +7,8 @@
 //! * [`cost`]: the cost model and its sources;
 //! * [`policy`]: policies by name (the registry) and how a simulation
 //!   starts one;
+//! * [`spec`]: what a simulation is built from, and the handle of the
+//!   policy it runs;
 //! * [`program`]: the ops a task runs;
 //! * [`figures`]: what a run reports;
 //! * [`events`]: the event log the trace outputs are made from.
@@ -24,18 +26,21 @@ pub mod objects;
 pub mod outcome;
 pub mod policy;
 pub mod program;
+pub mod spec;
 
 pub use cost::{ByLevel, CostModel, Lateness};
-pub use engine::{Engine, Outcome, SimSpec, TaskDef, TaskOutcome};
+pub use engine::Engine;
 pub use events::{Event, EventKind, PrevState};
 pub use figures::{Figure, MoveReason, Within};
 pub use outcome::{find_cycle, LlcOutcome, Stall, StallCause, Wait};
-pub use policy::{PolicyRef, Registry};
+pub use outcome::{Outcome, TaskOutcome};
+pub use policy::Registry;
 pub use program::Op;
 pub use schedlab_sched as sched;
+pub use spec::{PolicyRef, SimSpec, TaskDef};
 
 /// One simulation of `spec`, running the policy it names.
-pub struct Sim(Box<dyn policy::Run>);
+pub struct Sim(Box<dyn spec::Run>);
 
 impl Sim {
     /// Builds a simulation; its RNG tree is rooted at `seed`.

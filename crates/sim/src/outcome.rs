@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use schedlab_sched::{Delivery, Kick, KickKind, KickWhy, PlaceReason, TaskId, Trace};
 use schedlab_topology::{CpuId, Topology};
+use serde::Deserialize;
 
 use crate::events::{Event, EventKind, PrevState};
-use crate::figures::MoveReason;
 
 /// What a run measured.
 #[derive(Clone, Debug, Default)]
@@ -604,6 +604,49 @@ impl LapLog {
         match self.0.len() {
             0 | 1 => self.0.pop().unwrap_or_default(),
             _ => self.0.concat(),
+        }
+    }
+}
+
+/// Why a task moved, as a figure names it: the scheduler's built-in
+/// reasons, and `policy` for any reason a policy names itself (Linux's
+/// wake path steps, a user's policy). An unknown name is an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveReason {
+    Home,
+    Forward,
+    WakerRule,
+    Affinity,
+    Steal,
+    Balance,
+    Spawn,
+    Policy,
+}
+
+impl MoveReason {
+    /// Every reason, in declaration order (`ALL[r as usize] == r`).
+    pub const ALL: [MoveReason; 8] = [
+        MoveReason::Home,
+        MoveReason::Forward,
+        MoveReason::WakerRule,
+        MoveReason::Affinity,
+        MoveReason::Steal,
+        MoveReason::Balance,
+        MoveReason::Spawn,
+        MoveReason::Policy,
+    ];
+
+    pub fn of(r: PlaceReason) -> MoveReason {
+        match r {
+            PlaceReason::Home | PlaceReason::Delayed => MoveReason::Home,
+            PlaceReason::Forward => MoveReason::Forward,
+            PlaceReason::WakerRule => MoveReason::WakerRule,
+            PlaceReason::Affinity => MoveReason::Affinity,
+            PlaceReason::Steal => MoveReason::Steal,
+            PlaceReason::Balance => MoveReason::Balance,
+            PlaceReason::Spawn => MoveReason::Spawn,
+            PlaceReason::Custom(_) => MoveReason::Policy,
         }
     }
 }

@@ -14,35 +14,17 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use schedlab_sched::fair::FeatureSet;
 use schedlab_sched::linux::Linux;
-use schedlab_sched::{
-    BalanceKind, Balancer, BuiltinPolicy, Home, Policy, SpawnPolicy, WakerStreakRule,
-};
+use schedlab_sched::{BalanceKind, Balancer, BuiltinPolicy, Home, Policy, WakerStreakRule};
 
-use crate::engine::{Engine, Outcome, SimSpec};
-
-/// A simulation ready to run.
-pub trait Run {
-    fn run(self: Box<Self>) -> Outcome;
-}
+use crate::engine::{Engine, Outcome};
+pub use crate::spec::PolicyRef;
+use crate::spec::{Run, SimSpec};
 
 impl<P: Policy, B: Balancer> Run for Engine<P, B> {
     fn run(self: Box<Self>) -> Outcome {
         Engine::run(*self)
     }
-}
-
-type Start = dyn Fn(&SimSpec, u64) -> Box<dyn Run> + Send + Sync;
-
-/// A policy with its name, ready to start simulations.
-#[derive(Clone)]
-pub struct PolicyRef {
-    name: String,
-    spawn: Option<SpawnPolicy>,
-    balance: Option<BalanceKind>,
-    features: Option<FeatureSet>,
-    start: Arc<Start>,
 }
 
 impl PolicyRef {
@@ -78,37 +60,6 @@ impl PolicyRef {
             }),
         }
     }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The same policy under `name`, bringing balancer `kind` as its own
-    /// (a setup such as the seed's rule beside Linux's balancer).
-    pub fn with_balance(mut self, name: impl Into<String>, kind: BalanceKind) -> PolicyRef {
-        self.name = name.into();
-        self.balance = Some(kind);
-        self
-    }
-
-    /// The spawn rule the policy comes with ([`Policy::spawn_rule`]).
-    pub fn spawn_rule(&self) -> Option<SpawnPolicy> {
-        self.spawn
-    }
-
-    /// The load balancer the policy comes with ([`Policy::balance_rule`]).
-    pub fn balance_rule(&self) -> Option<BalanceKind> {
-        self.balance
-    }
-
-    /// The fair class the policy comes with ([`Policy::fair_features`]).
-    pub fn fair_features(&self) -> Option<FeatureSet> {
-        self.features
-    }
-
-    pub(crate) fn start(&self, spec: &SimSpec, seed: u64) -> Box<dyn Run> {
-        (self.start)(spec, seed)
-    }
 }
 
 impl From<BuiltinPolicy> for PolicyRef {
@@ -129,18 +80,6 @@ impl Default for PolicyRef {
     /// The seed's rule at its run, `waker-streak`.
     fn default() -> PolicyRef {
         PolicyRef::new("waker-streak", WakerStreakRule::default())
-    }
-}
-
-impl fmt::Debug for PolicyRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PolicyRef({})", self.name)
-    }
-}
-
-impl PartialEq for PolicyRef {
-    fn eq(&self, o: &PolicyRef) -> bool {
-        self.name == o.name
     }
 }
 

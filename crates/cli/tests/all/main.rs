@@ -11,6 +11,7 @@ mod run;
 mod shard;
 mod size;
 mod stall;
+mod structure;
 mod suite;
 mod topo;
 mod trace;

@@ -3,7 +3,6 @@
 //! with the kernel's thread ids in it. Semantics only, never timings.
 //! CI runs as root, so the kernel's record is there.
 
-
 use crate::common::{schedlab, scratch_file, Scratch};
 use prost::Message;
 use schedlab::perfetto::{Data, Ftrace, Trace};

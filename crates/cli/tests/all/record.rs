@@ -7,7 +7,6 @@
 //! A failing command's exit code is passed on, its files still written.
 //! Semantics only, never timings.
 
-
 use crate::common::schedlab;
 use serde_json::Value;
 

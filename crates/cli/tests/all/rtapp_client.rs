@@ -1,8 +1,7 @@
-//! rt-app itself beside an rt-app file in `validate`, alone in its test
-//! binary: rt-app calibrates its loop on a quiet CPU, and a test running
-//! beside it (tests of one binary run in parallel) stretches that from
-//! seconds to minutes.
-
+//! rt-app itself beside an rt-app file in `validate`. It runs alone, by
+//! name (`.ci/run` runs it after the workspace's tests): rt-app calibrates
+//! its loop on a quiet CPU, and a test running beside it (tests of one
+//! binary run in parallel) stretches that from seconds to minutes.
 
 use crate::common::schedlab;
 
@@ -10,6 +9,7 @@ use crate::common::schedlab;
 /// installed, its log's columns compared; when it is not, the skip names
 /// the package.
 #[test]
+#[ignore = "runs rt-app itself, which needs a quiet CPU: alone, by name; cargo test -p schedlab --test all rtapp_client:: -- --ignored"]
 fn rt_app_itself_runs_beside_an_rt_app_file() {
     let (code, out, err) = schedlab(&[
         "validate",

@@ -20,10 +20,6 @@ const LONG_FILES: &[(&str, &str)] = &[
         "the real executor's one unsafe-bearing interpreter: every op's system call side by side, each commented",
     ),
     (
-        "crates/cli/src/run.rs",
-        "`run`, `sweep` and their shared printing; to be split by command with the scenario path's resolution",
-    ),
-    (
         "crates/scenarios/src/rtapp/mod.rs",
         "rt-app's JSON grammar as rt-app's parser reads it, key by key; to be split by section (global, tasks, phases)",
     ),

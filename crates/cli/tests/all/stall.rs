@@ -2,7 +2,6 @@
 //! (exit 2) or a stall report naming what waits on what (exit 3), never a
 //! panic.
 
-
 use crate::common::{schedlab, scratch_file, Scratch};
 
 fn file(name: &str, text: &str) -> Scratch {

@@ -2,7 +2,6 @@
 //! their tables (no verdict asserted: that is a measurement, not a claim),
 //! and a cost file they cannot use is refused with its place.
 
-
 use crate::common::schedlab;
 
 #[test]

@@ -12,4 +12,3 @@ mod linux_balance;
 mod pelt;
 mod random;
 mod rules;
-mod structure;

@@ -63,17 +63,16 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use schedlab_sched::{Balancer, Builtin};
 use schedlab_sched::{
-    Config, CpuSched, Effects, KickKind, Park, Policy, Shared, Switch, TaskId, TaskSpec, TaskState,
+    CpuSched, Effects, KickKind, Park, Policy, Shared, Switch, TaskId, TaskSpec, TaskState,
 };
-use schedlab_topology::{CpuId, CpuSet, Topology};
+use schedlab_topology::CpuId;
 
 use crate::cost::CostModel;
 use crate::events::PrevState;
 use crate::objects::Objects;
 use crate::outcome::{LapLog, Recorder, StallCause};
 pub use crate::outcome::{Outcome, TaskOutcome};
-use crate::policy::PolicyRef;
-use crate::program::Op;
+pub use crate::spec::{SimSpec, TaskDef};
 
 pub mod code;
 mod family;
@@ -89,63 +88,6 @@ use code::{Code, MetricId};
 use interp::Tasks;
 use machine::{HwCpu, SegKind};
 use queue::Queue;
-
-/// A task the simulation starts with.
-#[derive(Clone, Debug)]
-pub struct TaskDef {
-    pub name: String,
-    pub spec: TaskSpec,
-    /// Where it starts (it may move later if its mask allows).
-    pub start_cpu: CpuId,
-    pub program: Vec<Op>,
-    /// Bytes it re-reads after a migration.
-    pub working_set: u64,
-    /// The process it belongs to (`""`: a process of its own, named after
-    /// it); its shared data is `SimSpec::processes`'.
-    pub process: String,
-    /// It starts on a CPU of this set drawn from the run's seed, not on
-    /// `start_cpu`: where earlier work left a benchmark's thread, a property
-    /// of the boot.
-    /// (Boxed: few tasks have one, and a set is 128 bytes.)
-    pub start_in: Option<Box<CpuSet>>,
-}
-
-/// Everything a simulation is built from.
-#[derive(Clone, Debug)]
-pub struct SimSpec {
-    pub topology: Topology,
-    pub config: Config,
-    /// The placement policy every CPU runs.
-    pub policy: PolicyRef,
-    pub cost: CostModel,
-    /// The idle depth a CPU sleeps at.
-    pub idle_depth: u8,
-    /// Programs `spawn` may start, by name.
-    pub programs: BTreeMap<String, Vec<Op>>,
-    /// Each process's shared data, bytes (touched by all its threads; a
-    /// process not listed has none).
-    pub processes: BTreeMap<String, u64>,
-    pub tasks: Vec<TaskDef>,
-    /// The run stops here, or when every task has exited.
-    pub run_ns: u64,
-    /// The CPU whose interrupt completes disk requests.
-    pub disk_irq_cpu: CpuId,
-    pub pipe_capacity: u64,
-    /// Check the scheduler's invariants after every event.
-    pub check_invariants: bool,
-    /// Keep every event as text, to find where two runs diverge.
-    pub keep_log: bool,
-    /// Keep the event log ([`Event`]) the trace outputs are made from.
-    pub keep_events: bool,
-    /// Count each task's parked wakes by waker ([`Outcome::wakes_by`]).
-    pub count_wakers: bool,
-    /// Ties among simultaneous events in insertion order, not by the RNG.
-    pub fixed_order: bool,
-    /// Room in the task table for this many tasks started by `spawn`
-    /// over the run (beyond `tasks`); one more stops the run with a
-    /// stall report.
-    pub max_tasks: usize,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{read_text, ReadError};
+use super::error::{read_text, ReadError};
 use crate::cpuset::{CpuId, CpuSet, MAX_CPUS};
 use crate::topology::Topology;
 

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{read_cpulist, read_text, ReadError};
+use super::error::{read_cpulist, read_text, ReadError};
 use crate::cpuset::{CpuId, CpuSet};
 use crate::topology::{Topology, TopologyError};
 

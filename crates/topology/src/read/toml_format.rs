@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{read_text, ReadError};
+use super::error::{read_text, ReadError};
 use crate::cpuset::{parse_cpulist, CpuSet};
 use crate::topology::{Shape, Siblings, Topology};
 
