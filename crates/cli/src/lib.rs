@@ -62,7 +62,6 @@ pub(crate) fn emit(text: &str, newline: bool) {
 }
 
 mod calibrate;
-mod costs;
 mod features;
 pub mod perfetto;
 mod plot;
@@ -144,6 +143,16 @@ pub enum Failure {
     /// Exit with this code, having said what there was to say (`record`
     /// passes on its command's).
     Exit(u8),
+}
+
+impl From<schedlab_validate::Error> for Failure {
+    fn from(e: schedlab_validate::Error) -> Failure {
+        match e {
+            schedlab_validate::Error::Input(m) => Failure::Input(m),
+            schedlab_validate::Error::Real(m) => Failure::Real(m),
+            schedlab_validate::Error::Interrupted => Failure::Interrupted,
+        }
+    }
 }
 
 /// The `schedlab` command with the built-in policies.

@@ -5,64 +5,16 @@
 
 use std::path::Path;
 
-use schedlab_real::{Error, Options, RealOutcome, MISSING};
+use schedlab_real::{measurable, Error, Machine, Options, RealOutcome, MISSING};
 use schedlab_scenarios::rows::Row;
 use schedlab_scenarios::suite::{median, range};
 use schedlab_scenarios::Scenario;
 use schedlab_sim::figures::percentile;
-use schedlab_sim::{Figure, Outcome, Registry, Sim};
+use schedlab_sim::{Outcome, Registry, Sim};
 use serde_json::{json, Value};
 
 use crate::print::{fmt, num, sig, stalls_json};
 use crate::Failure;
-
-/// The machine a real run ran on, read from sysfs and procfs.
-pub struct Machine {
-    pub cpus: usize,
-    pub llcs: usize,
-    pub model: String,
-    pub kernel: String,
-}
-
-impl Machine {
-    pub fn read(topo: &schedlab_topology::Topology) -> Machine {
-        let model = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, v)| v.trim().to_string())
-            })
-            .unwrap_or_else(|| "unknown".into());
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "unknown".into());
-        Machine {
-            cpus: topo.num_cpus(),
-            llcs: topo.llcs().len(),
-            model,
-            kernel,
-        }
-    }
-
-    pub fn json(&self) -> Value {
-        json!({"cpus": self.cpus, "llcs": self.llcs, "cpu_model": self.model, "kernel": self.kernel})
-    }
-}
-
-/// Whether a real run measures figure `f` (with the kernel's record or
-/// without it).
-pub fn measurable(f: &Figure, kernel: bool) -> bool {
-    match f {
-        Figure::Moves { .. } | Figure::LlcRefillMib { .. } | Figure::ColdStarts { .. } => false,
-        Figure::Counter { name } | Figure::CounterPerCpuPerSecond { name, .. } => {
-            kernel && name.starts_with("kernel.")
-        }
-        Figure::Migrations { .. } => kernel,
-        _ => true,
-    }
-}
 
 fn failure(e: Error) -> Failure {
     match e {
@@ -293,7 +245,7 @@ pub fn suite(
         for p in policies {
             let sc = crate::scenario::build_row(r.row, "sysfs", &[format!("policy={p}")], reg)?;
             let seeds: Vec<u64> = (1..=reps).collect();
-            r.sim.push(crate::pool::par_map(
+            r.sim.push(schedlab_scenarios::pool::par_map(
                 &seeds,
                 jobs,
                 |&seed| sc.figures[0].1.compute(&Sim::new(&sc.spec, seed).run()),

@@ -337,7 +337,7 @@ pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
     let keep: Vec<bool> = scenarios[0]
         .figures
         .iter()
-        .map(|(_, f)| !a.common.real || crate::real::measurable(f, kernel))
+        .map(|(_, f)| !a.common.real || schedlab_real::measurable(f, kernel))
         .collect();
     let names: Vec<String> = scenarios[0]
         .figures
@@ -388,7 +388,7 @@ pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
         }
         out
     } else {
-        crate::pool::par_map(
+        schedlab_scenarios::pool::par_map(
             &work,
             jobs(&a.common),
             |&(v, seed)| {

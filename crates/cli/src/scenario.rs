@@ -99,7 +99,7 @@ pub fn build(c: &Common, params: &[String], reg: &Registry) -> Result<Scenario, 
         eprintln!("note: {n}");
     }
     s.spec.fixed_order = c.fixed_order;
-    crate::costs::apply(c.costs.as_deref(), c.costs_any_shape, &mut s)?;
+    schedlab_validate::costs::apply(c.costs.as_deref(), c.costs_any_shape, &mut s)?;
     Ok(s)
 }
 
@@ -112,11 +112,11 @@ pub(crate) fn fair_params(kernel: Option<&str>, features: Option<&str>) -> Vec<S
 
 /// Runs `s` for each seed, spread over `jobs` threads; results in seed order.
 pub fn run_seeds(s: &Scenario, seeds: &[u64], jobs: usize) -> Vec<Outcome> {
-    crate::pool::par_map(seeds, jobs, |&seed| Sim::new(&s.spec, seed).run(), || {})
+    schedlab_scenarios::pool::par_map(seeds, jobs, |&seed| Sim::new(&s.spec, seed).run(), || {})
 }
 
 pub fn jobs(c: &Common) -> usize {
-    c.jobs.unwrap_or_else(crate::pool::all_cores)
+    c.jobs.unwrap_or_else(schedlab_scenarios::pool::all_cores)
 }
 
 pub fn figures(s: &Scenario, o: &Outcome) -> BTreeMap<String, f64> {

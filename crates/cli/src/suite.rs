@@ -116,7 +116,7 @@ pub fn run(a: &SuiteArgs, reg: &Registry) -> Result<(), Failure> {
         for p in &policies {
             policy_params(p, reg)?;
         }
-        let jobs = a.jobs.unwrap_or_else(crate::pool::all_cores);
+        let jobs = a.jobs.unwrap_or_else(schedlab_scenarios::pool::all_cores);
         return crate::real::suite(&rows, &policies, a.seeds, jobs, a.json, reg);
     }
     let names: Vec<String> = if a.policies.is_empty() {
@@ -206,7 +206,7 @@ fn simulate(
     for r in rows {
         for side in &sides {
             let mut sc = build(r, &a.topology, side, reg)?;
-            crate::costs::apply(a.costs.as_deref(), a.costs_any_shape, &mut sc)?;
+            schedlab_validate::costs::apply(a.costs.as_deref(), a.costs_any_shape, &mut sc)?;
             scenarios.push(sc);
         }
     }
@@ -214,9 +214,9 @@ fn simulate(
         .flat_map(|s| (1..=a.seeds).map(move |seed| (s, seed)))
         .collect();
     let bar = crate::pool::progress(work.len(), "suite");
-    let values = crate::pool::par_map(
+    let values = schedlab_scenarios::pool::par_map(
         &work,
-        a.jobs.unwrap_or_else(crate::pool::all_cores),
+        a.jobs.unwrap_or_else(schedlab_scenarios::pool::all_cores),
         |&(s, seed)| {
             let sc = &scenarios[s];
             let o = Sim::new(&sc.spec, seed).run();

@@ -88,6 +88,7 @@
 //! figures beside the simulator's.
 
 pub mod exec;
+pub mod machine;
 pub mod objects;
 pub mod record;
 pub mod recording;
@@ -100,6 +101,7 @@ pub mod tracefs;
 
 use std::collections::BTreeMap;
 
+pub use machine::{measurable, Machine};
 pub use record::KernelRecord;
 use schedlab_sim::{Outcome, SimSpec, StallCause};
 

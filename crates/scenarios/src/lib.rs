@@ -34,6 +34,7 @@ mod field;
 pub mod file;
 mod locality;
 pub mod ops;
+pub mod pool;
 pub mod rows;
 pub mod rtapp;
 pub mod suite;

@@ -98,16 +98,6 @@ const LONG_FNS: &[(&str, &str, &str)] = &[
         "the real suite: rows, runs and its table",
     ),
     (
-        "crates/cli/src/validate.rs",
-        "workloads",
-        "the validation workloads, one per entry",
-    ),
-    (
-        "crates/cli/src/validate.rs",
-        "run",
-        "calibrate, run both sides, and the table",
-    ),
-    (
         "crates/cli/src/run.rs",
         "run",
         "the run command: options to a run and its figures",
@@ -116,11 +106,6 @@ const LONG_FNS: &[(&str, &str, &str)] = &[
         "crates/cli/src/run.rs",
         "sweep",
         "the sweep command: options to runs and its table",
-    ),
-    (
-        "crates/cli/src/calibrate.rs",
-        "run",
-        "the calibration: microbenchmarks, fit, and its table",
     ),
     (
         "crates/cli/tests/all/validate.rs",

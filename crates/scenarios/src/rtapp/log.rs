@@ -26,6 +26,9 @@
 //! time it was used, its expiry (the timer op's own stamp) and the time
 //! the thread went on.
 
+use std::collections::BTreeMap;
+
+use schedlab_sim::Outcome;
 use serde::Serialize;
 
 /// A loop's start: `START:<c_duration µs>:<c_period µs>`.
@@ -192,6 +195,53 @@ pub fn parse(text: &str) -> Result<Vec<Line>, String> {
     Ok(out)
 }
 
+/// Each thread's log lines, by task name; threads without a logged loop
+/// are left out. A thread's `idx` is its task's index (the file's order).
+pub fn logs(o: &Outcome) -> BTreeMap<String, Vec<Line>> {
+    o.task_names
+        .iter()
+        .filter_map(|(id, name)| {
+            let t = o.tasks.get(name)?;
+            let l = lines(*id, &t.stamps);
+            (!l.is_empty()).then(|| (name.clone(), l))
+        })
+        .collect()
+}
+
+/// A column of a line, as a number.
+pub type Column = fn(&Line) -> f64;
+
+/// The columns compared and summed up: (name, value of a line).
+pub const COLUMNS: &[(&str, Column)] = &[
+    ("run", |l| l.run as f64),
+    ("period", |l| l.period as f64),
+    ("slack", |l| l.slack as f64),
+    ("wu_lat", |l| l.wu_lat as f64),
+    ("c_duration", |l| l.c_duration as f64),
+    ("c_period", |l| l.c_period as f64),
+];
+
+/// The thread a task belongs to: an instance's name (`NAME-3`) without its
+/// number when the file's thread `NAME` had several.
+pub fn thread_of(task: &str, threads: &[String]) -> String {
+    match task.rsplit_once('-') {
+        Some((base, n)) if n.parse::<u32>().is_ok() && threads.iter().any(|t| t == base) => {
+            base.to_string()
+        }
+        _ => task.to_string(),
+    }
+}
+
+/// A simulated or real run's lines by the file's thread name (`threads`:
+/// the file's thread names).
+pub fn by_thread(o: &Outcome, threads: &[String]) -> BTreeMap<String, Vec<Line>> {
+    let mut out: BTreeMap<String, Vec<Line>> = BTreeMap::new();
+    for (task, l) in logs(o) {
+        out.entry(thread_of(&task, threads)).or_default().extend(l);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +344,18 @@ mod tests {
         assert!(
             parse("1 2 3").unwrap_err().contains("11 columns"),
             "a short line is refused"
+        );
+    }
+
+    #[test]
+    fn an_instance_belongs_to_its_thread_and_a_dashed_name_to_itself() {
+        let threads = vec!["video".to_string(), "a-b".to_string()];
+        assert_eq!(thread_of("video-1", &threads), "video");
+        assert_eq!(thread_of("a-b", &threads), "a-b");
+        assert_eq!(
+            thread_of("audio-2", &threads),
+            "audio-2",
+            "no thread audio: the name is the thread's own"
         );
     }
 }

@@ -31,7 +31,7 @@ use schedlab_topology::read::{line_column, toml_error};
 use schedlab_topology::Topology;
 use serde::{Deserialize, Serialize};
 
-use crate::Failure;
+use crate::Error;
 
 /// A machine's shape: what must match for its costs to apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,15 +109,15 @@ impl CostsFile {
 
     /// Reads a cost file: every field of the cost model present, none
     /// unknown, none negative; errors name the file, line and column.
-    pub fn load(path: &Path) -> Result<CostsFile, Failure> {
+    pub fn load(path: &Path) -> Result<CostsFile, Error> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| Failure::Input(format!("{}: cannot read: {e}", path.display())))?;
+            .map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))?;
         CostsFile::parse(&text, path)
     }
 
-    pub fn parse(text: &str, path: &Path) -> Result<CostsFile, Failure> {
+    pub fn parse(text: &str, path: &Path) -> Result<CostsFile, Error> {
         let f: CostsFile = toml::from_str(text)
-            .map_err(|e| Failure::Input(toml_error(text, path, &e).to_string()))?;
+            .map_err(|e| Error::Input(toml_error(text, path, &e).to_string()))?;
         let at = |key: &str| {
             // The key's own line in the file, for the error's position.
             let off = text
@@ -137,7 +137,7 @@ impl CostsFile {
         let all = toml::Table::try_from(CostModel::default()).expect("plain data");
         for key in all.keys() {
             if !cost.is_some_and(|c| c.contains_key(key)) {
-                return Err(Failure::Input(format!(
+                return Err(Error::Input(format!(
                     "{}: [cost] has no {key}: a cost file gives every field (schedlab calibrate writes them all)",
                     at("[cost]")
                 )));
@@ -145,7 +145,7 @@ impl CostsFile {
         }
         let parsed = toml::Table::try_from(f.cost).expect("plain data");
         if let Some((k, v)) = negative(&parsed) {
-            return Err(Failure::Input(format!(
+            return Err(Error::Input(format!(
                 "{}: expected {k} of 0 or more, found {v}",
                 at(k.rsplit('.').next().unwrap_or(&k))
             )));
@@ -154,10 +154,10 @@ impl CostsFile {
     }
 
     /// Refuses the file on a machine of another shape, unless `any`.
-    pub fn check_shape(&self, path: &Path, topo: &Topology, any: bool) -> Result<(), Failure> {
+    pub fn check_shape(&self, path: &Path, topo: &Topology, any: bool) -> Result<(), Error> {
         let here = Shape::of(topo);
         if here != self.measured.shape && !any {
-            return Err(Failure::Input(format!(
+            return Err(Error::Input(format!(
                 "{}: measured on {} ({}), and {} is {}: costs by distance do not carry over (--costs-any-shape uses them anyway)",
                 path.display(),
                 self.measured.topology,
@@ -209,7 +209,7 @@ pub fn apply(
     path: Option<&Path>,
     any: bool,
     s: &mut schedlab_scenarios::Scenario,
-) -> Result<(), Failure> {
+) -> Result<(), Error> {
     if let Some(p) = path {
         let f = CostsFile::load(p)?;
         f.check_shape(p, &s.spec.topology, any)?;
@@ -260,7 +260,7 @@ mod tests {
     fn a_missing_or_negative_value_is_refused_at_its_place() {
         let text = file().to_toml();
         let missing = text.replace("context_switch_ns = 2345\n", "");
-        let Err(Failure::Input(e)) = CostsFile::parse(&missing, Path::new("c.toml")) else {
+        let Err(Error::Input(e)) = CostsFile::parse(&missing, Path::new("c.toml")) else {
             panic!("a missing field must be refused");
         };
         assert!(
@@ -268,7 +268,7 @@ mod tests {
             "{e}"
         );
         let negative = text.replace("smt_slowdown = 1.6", "smt_slowdown = -1.6");
-        let Err(Failure::Input(e)) = CostsFile::parse(&negative, Path::new("c.toml")) else {
+        let Err(Error::Input(e)) = CostsFile::parse(&negative, Path::new("c.toml")) else {
             panic!("a negative value must be refused");
         };
         let line = text
@@ -281,7 +281,7 @@ mod tests {
             "{e}"
         );
         let unknown = text.replace("[cost]\n", "[cost]\nturbo = 3\n");
-        let Err(Failure::Input(e)) = CostsFile::parse(&unknown, Path::new("c.toml")) else {
+        let Err(Error::Input(e)) = CostsFile::parse(&unknown, Path::new("c.toml")) else {
             panic!("an unknown field must be refused");
         };
         assert!(e.contains("turbo"), "{e}");
@@ -293,7 +293,7 @@ mod tests {
         let t14 = schedlab_topology::presets::preset("t14").unwrap();
         let amd = schedlab_topology::presets::preset("amd-2x8").unwrap();
         assert!(f.check_shape(Path::new("c.toml"), &amd, false).is_ok());
-        let Err(Failure::Input(e)) = f.check_shape(Path::new("c.toml"), &t14, false) else {
+        let Err(Error::Input(e)) = f.check_shape(Path::new("c.toml"), &t14, false) else {
             panic!("another shape must be refused");
         };
         assert!(e.contains("--costs-any-shape"), "{e}");

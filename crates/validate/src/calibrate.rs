@@ -1,0 +1,526 @@
+//! `schedlab calibrate`: measure this machine with microbenchmarks run for
+//! real, fit the cost model to them: a cost file ([`crate::costs`]).
+//!
+//! ## What is measured, and the field each sets
+//!
+//! | measurement | how | sets |
+//! |---|---|---|
+//! | a cache line handed off, per class of CPU pair the machine has | two threads pinned to the pair bounce one atomic word: half the round trip | `line_ns.{smt,llc,node,machine}` (directly) |
+//! | memory bandwidth | one thread copies 256 MiB | `memory_bytes_per_ns` (directly) |
+//! | timer lateness | a thread sleeps 1 ms, 400 times: how late it wakes | `timer_late` (min, mean; directly) |
+//! | a pipe round trip on one CPU | a ping-pong of 8 B, both tasks pinned to one CPU | `context_switch_ns` (fitted) |
+//! | a futex wake to running, the wakee's CPU idle | a futex ping-pong across a pair of CPUs | `wake_from_idle_ns[0]` (fitted) |
+//! | a futex wake to running, the wakee's CPU busy | the same with a spinner on the wakee's CPU | `ipi_ns` (fitted) |
+//! | thread spawn and join | a thread spawned and joined, 300 times | `spawn_ns` (fitted) |
+//! | a pipe round trip across a pair | as on one CPU, the tasks on two CPUs | nothing: recorded as a check |
+//!
+//! "Fitted" means: the microbenchmark is simulated on this machine's
+//! topology under `linux` with every other field held, and the field is
+//! found by bisection (in log space) so that the simulated median equals
+//! the real one. Fields are fitted in the order of the table, each with
+//! the ones before it set. A field whose simulated median does not reach
+//! the real one anywhere in its range is left at its estimate, and the
+//! file says so. Fields nothing here measures (`syscall_ns`, `block_ns`,
+//! `pass_ns`, `lines_per_handoff`, `smt_slowdown`, bandwidths between
+//! caches, refill and footprint sizes, `jitter`, `irq_ns`) keep their
+//! estimates. A pair class the machine lacks (no SMT, one LLC, one node)
+//! keeps its estimate too.
+//!
+//! Calibration never runs the workloads `validate` checks: what
+//! `validate` shows are predictions.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use schedlab_real::{sys, Machine, Options};
+use schedlab_scenarios::{file, Params};
+use schedlab_sim::figures::percentile;
+use schedlab_sim::{CostModel, Lateness, Registry, Sim};
+use schedlab_topology::{CpuId, Level, Topology};
+
+use crate::costs::{today, CostsFile, Measurement, Provenance, Shape};
+use crate::{Error, Progress};
+
+/// A microbenchmark's real distribution, ns.
+struct Dist {
+    median: f64,
+    p25: f64,
+    p75: f64,
+    samples: usize,
+}
+
+impl Dist {
+    fn of(v: &[u64]) -> Dist {
+        Dist {
+            median: percentile(v, 0.5),
+            p25: percentile(v, 0.25),
+            p75: percentile(v, 0.75),
+            samples: v.len(),
+        }
+    }
+}
+
+/// A CPU pair at each level the machine has (`Same`: one CPU twice).
+pub fn pairs(t: &Topology) -> Vec<(Level, CpuId, CpuId)> {
+    let mut out = vec![(Level::Same, CpuId::new(0), CpuId::new(0))];
+    for level in [Level::Smt, Level::Llc, Level::Node, Level::Machine] {
+        let n = t.num_cpus();
+        let found = (1..n)
+            .map(CpuId::new)
+            .find(|&b| t.level_between(CpuId::new(0), b) == level);
+        if let Some(b) = found {
+            out.push((level, CpuId::new(0), b));
+        }
+    }
+    out
+}
+
+/// The line-handoff microbenchmark: two threads on `a` and `b` bounce one
+/// word `rounds` times; one-way latency per bounce, ns. Both are threads
+/// of their own, so the caller's mask is left alone.
+fn line_bounce(a: usize, b: usize, rounds: u64) -> Vec<u64> {
+    let word = Arc::new(AtomicU64::new(0));
+    let w = word.clone();
+    let pong = std::thread::spawn(move || {
+        let _ = sys::set_affinity(&[b]);
+        for i in 0..rounds {
+            while w.load(Ordering::Acquire) != 2 * i + 1 {
+                std::hint::spin_loop();
+            }
+            w.store(2 * i + 2, Ordering::Release);
+        }
+    });
+    let ping = std::thread::spawn(move || {
+        let _ = sys::set_affinity(&[a]);
+        let mut laps = Vec::with_capacity(rounds as usize);
+        for i in 0..rounds {
+            let t = sys::now();
+            word.store(2 * i + 1, Ordering::Release);
+            while word.load(Ordering::Acquire) != 2 * i + 2 {
+                std::hint::spin_loop();
+            }
+            laps.push((sys::now() - t) / 2);
+        }
+        laps
+    });
+    pong.join().expect("the bouncing thread");
+    ping.join().expect("the timing thread")
+}
+
+/// One thread's copy bandwidth over 256 MiB, bytes per ns (best of 3).
+fn copy_bandwidth() -> f64 {
+    let n = 256 << 20;
+    let src = vec![1u8; n];
+    let mut dst = vec![0u8; n];
+    (0..3)
+        .map(|_| {
+            let t = sys::now();
+            dst.copy_from_slice(&src);
+            std::hint::black_box(&dst);
+            n as f64 / (sys::now() - t).max(1) as f64
+        })
+        .fold(0.0, f64::max)
+}
+
+/// A microbenchmark scenario on this machine: two or three tasks, a lap
+/// per round.
+struct Bench {
+    name: String,
+    sets: &'static str,
+    text: String,
+}
+
+fn task(name: &str, cpu: usize, program: &str) -> String {
+    format!("[[task]]\nname = \"{name}\"\ncpu = {cpu}\nmask = \"{cpu}\"\nprogram = {program}\n")
+}
+
+fn pipe_rtt(a: usize, b: usize, n: u64) -> String {
+    let ping = format!("[{{ loop = {{ n = {n}, body = [{{ pipe_write = {{ pipe = \"a\", bytes = 8 }} }}, {{ pipe_read = {{ pipe = \"b\", bytes = 8 }} }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]");
+    let pong = format!("[{{ loop = {{ n = {n}, body = [{{ pipe_read = {{ pipe = \"a\", bytes = 8 }} }}, {{ pipe_write = {{ pipe = \"b\", bytes = 8 }} }}] }} }}]");
+    task("ping", a, &ping) + &task("pong", b, &pong)
+}
+
+fn futex_rtt(a: usize, b: usize, n: u64, busy: bool) -> String {
+    let ping = format!("[{{ loop = {{ n = {n}, body = [{{ futex_wake = {{ futex = \"a\", n = 1 }} }}, {{ futex_wait = {{ futex = \"b\" }} }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]");
+    let pong = format!("[{{ loop = {{ n = {n}, body = [{{ futex_wait = {{ futex = \"a\" }} }}, {{ futex_wake = {{ futex = \"b\", n = 1 }} }}] }} }}]");
+    let mut t = task("ping", a, &ping) + &task("pong", b, &pong);
+    if busy {
+        // Busy for longer than the ping-pong takes on a slow VM (~100 us a
+        // round), then done: the run ends without waiting for a deadline.
+        let spin = format!(
+            "[{{ loop = {{ n = {}, body = [{{ run = 100000 }}] }} }}]",
+            n * 2
+        );
+        t += &task("spinner", b, &spin);
+    }
+    t
+}
+
+fn spawn_join(n: u64) -> String {
+    format!(
+        "[programs]\nchild = [{{ run = 1000 }}]\n{}",
+        task("parent", 0, &format!("[{{ loop = {{ n = {n}, body = [{{ lap_start = {{ metric = \"rtt\" }} }}, {{ spawn = {{ program = \"child\" }} }}, \"join\", {{ lap = {{ metric = \"rtt\" }} }}] }} }}]"))
+    )
+}
+
+fn timer_late(n: u64) -> String {
+    task(
+        "sleeper",
+        0,
+        &format!("[{{ loop = {{ n = {n}, body = [{{ lap_start = {{ metric = \"rtt\" }} }}, {{ sleep = 1000000 }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]"),
+    )
+}
+
+/// The scenario of `text` on `machine` under `linux`.
+fn scenario(
+    name: &str,
+    text: &str,
+    machine: &Topology,
+    reg: &Registry,
+) -> Result<schedlab_scenarios::Scenario, Error> {
+    let params =
+        Params::new([("policy".to_string(), "linux".to_string())]).with_registry(reg.clone());
+    let full =
+        format!("name = \"{name}\"\nrun_ms = 60000\n[topology]\npreset = \"amd-2x8\"\n{text}");
+    file::load_str_on(
+        &full,
+        std::path::Path::new(name),
+        params,
+        Some(machine.clone()),
+    )
+    .map_err(|e| Error::Input(format!("calibrate's own scenario {name}: {e}")))
+}
+
+/// The laps of `metric` over one real run of `text`.
+fn real_laps(
+    name: &str,
+    text: &str,
+    machine: &Topology,
+    reg: &Registry,
+) -> Result<Vec<u64>, Error> {
+    let s = scenario(name, text, machine, reg)?;
+    let r = schedlab_real::run(&s.spec, 1, &Options::default())?;
+    Ok(r.outcome.laps.get("rtt").cloned().unwrap_or_default())
+}
+
+/// The simulated median lap of `text` under `cost`, over seeds 1..=3.
+pub fn sim_median(s: &schedlab_scenarios::Scenario, cost: &CostModel) -> f64 {
+    let mut spec = s.spec.clone();
+    spec.cost = *cost;
+    let mut all = Vec::new();
+    for seed in 1..=3 {
+        let o = Sim::new(&spec, seed).run();
+        all.extend(o.laps.get("rtt").cloned().unwrap_or_default());
+    }
+    percentile(&all, 0.5)
+}
+
+/// Bisection in log space over `lo..=hi` for the value whose response
+/// (`f`, increasing) equals `target`; `None` when the target lies outside
+/// what the range reaches.
+pub fn fit(lo: f64, hi: f64, target: f64, f: impl Fn(f64) -> f64) -> Option<f64> {
+    let (flo, fhi) = (f(lo), f(hi));
+    if target < flo || target > fhi {
+        return None;
+    }
+    let (mut a, mut b) = (lo.ln(), hi.ln());
+    for _ in 0..24 {
+        let m = (a + b) / 2.0;
+        if f(m.exp()) < target {
+            a = m;
+        } else {
+            b = m;
+        }
+    }
+    Some(((a + b) / 2.0).exp())
+}
+
+/// The field `sets` of `c` as a mutable number (the fitted ones).
+fn field<'c>(c: &'c mut CostModel, sets: &str) -> &'c mut u64 {
+    match sets {
+        "context_switch_ns" => &mut c.context_switch_ns,
+        "wake_from_idle_ns[0]" => &mut c.wake_from_idle_ns[0],
+        "ipi_ns" => &mut c.ipi_ns,
+        "spawn_ns" => &mut c.spawn_ns,
+        other => unreachable!("no fitted field {other}"),
+    }
+}
+
+/// What calibration found: the cost file, and notes on what it kept at
+/// its estimate and why.
+#[derive(Debug)]
+pub struct Calibration {
+    pub file: CostsFile,
+    pub notes: Vec<String>,
+}
+
+impl Calibration {
+    /// The cost file's text: a header, the notes as comments, the TOML.
+    pub fn text(&self) -> String {
+        let mut text = format!(
+            "# schedlab calibrate: this machine's costs, fitted to microbenchmarks only.\n# Fields no measurement names below keep their estimates (schedlab_sim::CostModel's docs).\n{}",
+            self.notes.iter().map(|n| format!("# {n}\n")).collect::<String>()
+        );
+        text.push_str(&self.file.to_toml());
+        text
+    }
+}
+
+/// The calibration (module doc) of `machine`, `rounds` round trips per
+/// microbenchmark (at least 10).
+pub fn calibrate(
+    machine: &Topology,
+    rounds: u64,
+    reg: &Registry,
+    progress: &dyn Progress,
+) -> Result<Calibration, Error> {
+    let info = Machine::read(machine);
+    let n = rounds.max(10);
+    let mut c = Calibration {
+        file: CostsFile {
+            measured: Provenance {
+                date: today(),
+                kernel: info.kernel.clone(),
+                cpu_model: info.model.clone(),
+                topology: machine.name().to_string(),
+                shape: Shape::of(machine),
+            },
+            cost: CostModel::default(),
+            measurements: Vec::new(),
+        },
+        notes: Vec::new(),
+    };
+    progress.begin("calibrate", 10);
+    line_handoffs(machine, n, &mut c);
+    progress.tick();
+    let bw = copy_bandwidth();
+    c.file.cost.memory_bytes_per_ns = bw;
+    c.file.measurements.push(Measurement {
+        name: "memory copy, one thread, 256 MiB (best of 3)".into(),
+        sets: "memory_bytes_per_ns".into(),
+        unit: "bytes/ns".into(),
+        median: bw,
+        p25: bw,
+        p75: bw,
+        samples: 3,
+        value: bw,
+    });
+    progress.tick();
+    timer_lateness(machine, n, reg, &mut c)?;
+    progress.tick();
+    fitted(machine, n, reg, progress, &mut c)?;
+    progress.end();
+    Ok(c)
+}
+
+/// The cache line handed off, per class of CPU pair the machine has: sets
+/// `line_ns` directly; a class it lacks keeps its estimate, with a note.
+fn line_handoffs(machine: &Topology, n: u64, c: &mut Calibration) {
+    let pairs = pairs(machine);
+    for &(level, x, y) in pairs.iter().filter(|p| p.0 != Level::Same) {
+        let d = Dist::of(&line_bounce(x.index(), y.index(), n * 20));
+        let slot = match level {
+            Level::Smt => &mut c.file.cost.line_ns.smt,
+            Level::Llc => &mut c.file.cost.line_ns.llc,
+            Level::Node => &mut c.file.cost.line_ns.node,
+            _ => &mut c.file.cost.line_ns.machine,
+        };
+        *slot = d.median;
+        c.file.measurements.push(measure(
+            &format!(
+                "cache line handed off, {} (cpu{} and cpu{})",
+                level.name(),
+                x.index(),
+                y.index()
+            ),
+            &format!("line_ns.{}", level_key(level)),
+            "ns",
+            &d,
+            d.median,
+        ));
+    }
+    for level in [Level::Smt, Level::Llc, Level::Node, Level::Machine] {
+        if !pairs.iter().any(|p| p.0 == level) {
+            c.notes.push(format!(
+                "line_ns.{}: no CPU pair at that distance here; kept the estimate",
+                level_key(level)
+            ));
+        }
+    }
+}
+
+/// How late a 1 ms sleep wakes: sets `timer_late` (min and mean) directly.
+fn timer_lateness(
+    machine: &Topology,
+    n: u64,
+    reg: &Registry,
+    c: &mut Calibration,
+) -> Result<(), Error> {
+    let late: Vec<u64> = real_laps("timer", &timer_late(400.min(n)), machine, reg)?
+        .iter()
+        .map(|l| l.saturating_sub(1_000_000))
+        .collect();
+    let d = Dist::of(&late);
+    let mean = late.iter().sum::<u64>() as f64 / late.len().max(1) as f64;
+    c.file.cost.timer_late = Lateness {
+        min_ns: late.iter().copied().min().unwrap_or(0),
+        mean_ns: mean as u64,
+    };
+    c.file.measurements.push(measure(
+        "timer lateness, a 1 ms sleep (sets min and mean)",
+        "timer_late",
+        "ns",
+        &d,
+        mean,
+    ));
+    Ok(())
+}
+
+/// The microbenchmarks whose fields are fitted, in the order of the
+/// module doc's table, on CPU pair `other` (none on one CPU).
+fn benches(other: Option<(usize, usize)>, n: u64, notes: &mut Vec<String>) -> Vec<Bench> {
+    let mut benches = vec![Bench {
+        name: "pipe round trip, same CPU".into(),
+        sets: "context_switch_ns",
+        text: pipe_rtt(0, 0, n),
+    }];
+    match other {
+        Some((x, y)) => {
+            benches.push(Bench {
+                name: format!("futex wake to running, wakee's CPU idle (cpu{x} to cpu{y})"),
+                sets: "wake_from_idle_ns[0]",
+                text: futex_rtt(x, y, n, false),
+            });
+            benches.push(Bench {
+                name: format!("futex wake to running, wakee's CPU busy (cpu{x} to cpu{y})"),
+                sets: "ipi_ns",
+                text: futex_rtt(x, y, n, true),
+            });
+        }
+        None => notes.push(
+            "one CPU: no cross-CPU wake to measure; wake_from_idle_ns and ipi_ns kept".into(),
+        ),
+    }
+    benches.push(Bench {
+        name: "thread spawn and join".into(),
+        sets: "spawn_ns",
+        text: spawn_join(300.min(n)),
+    });
+    benches
+}
+
+/// The fitted fields, each with the ones before it set, then the pipe
+/// round trip across a pair as a check.
+fn fitted(
+    machine: &Topology,
+    n: u64,
+    reg: &Registry,
+    progress: &dyn Progress,
+    c: &mut Calibration,
+) -> Result<(), Error> {
+    let other = pairs(machine)
+        .iter()
+        .find(|p| p.0 != Level::Same)
+        .map(|p| (p.1.index(), p.2.index()));
+    for b in &benches(other, n, &mut c.notes) {
+        let laps = real_laps(&b.name, &b.text, machine, reg)?;
+        let d = Dist::of(&laps);
+        let s = scenario("bench", &b.text, machine, reg)?;
+        let cost = c.file.cost;
+        let got = fit(50.0, 2_000_000.0, d.median, |v| {
+            let mut c = cost;
+            *field(&mut c, b.sets) = v as u64;
+            sim_median(&s, &c)
+        });
+        match got {
+            Some(v) => *field(&mut c.file.cost, b.sets) = v.round() as u64,
+            None => c.notes.push(format!(
+                "{}: the simulated median does not reach the real {:.0} ns for any value of {} in 50 ns..2 ms; kept the estimate",
+                b.name, d.median, b.sets
+            )),
+        }
+        let value = *field(&mut c.file.cost, b.sets) as f64;
+        c.file
+            .measurements
+            .push(measure(&b.name, b.sets, "ns", &d, value));
+        progress.tick();
+    }
+    if let Some((x, y)) = other {
+        let d = Dist::of(&real_laps("pipe across", &pipe_rtt(x, y, n), machine, reg)?);
+        c.file.measurements.push(measure(
+            &format!("pipe round trip, cpu{x} and cpu{y} (a check)"),
+            "nothing",
+            "ns",
+            &d,
+            0.0,
+        ));
+    }
+    Ok(())
+}
+
+fn measure(name: &str, sets: &str, unit: &str, d: &Dist, value: f64) -> Measurement {
+    Measurement {
+        name: name.into(),
+        sets: sets.into(),
+        unit: unit.into(),
+        median: d.median,
+        p25: d.p25,
+        p75: d.p75,
+        samples: d.samples,
+        value,
+    }
+}
+
+fn level_key(l: Level) -> &'static str {
+    match l {
+        Level::Same | Level::Smt => "smt",
+        Level::Llc => "llc",
+        Level::Node => "node",
+        Level::Machine => "machine",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fit on synthetic measurements gives back the values put in: a
+    /// "real" median made by simulating with a known context switch is
+    /// fitted back to that context switch.
+    #[test]
+    fn the_fit_gives_back_the_value_put_in() {
+        let reg = Registry::builtin();
+        let machine = schedlab_topology::presets::preset("amd-2x8").unwrap();
+        for want in [900u64, 2_500, 7_000] {
+            let s = scenario("pipe", &pipe_rtt(0, 0, 200), &machine, &reg).unwrap();
+            let truth = CostModel {
+                context_switch_ns: want,
+                ..CostModel::default()
+            };
+            let target = sim_median(&s, &truth);
+            let got = fit(50.0, 2_000_000.0, target, |v| {
+                sim_median(
+                    &s,
+                    &CostModel {
+                        context_switch_ns: v as u64,
+                        ..CostModel::default()
+                    },
+                )
+            })
+            .expect("reachable");
+            let err = (got - want as f64).abs() / want as f64;
+            assert!(
+                err < 0.05,
+                "put in {want} ns, fitted {got:.0} ns (target median {target:.0})"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unreachable_target_is_no_fit() {
+        assert_eq!(fit(1.0, 10.0, 100.0, |v| v), None, "above the range");
+        assert_eq!(fit(1.0, 10.0, 0.5, |v| v), None, "below the range");
+        let v = fit(1.0, 100.0, 42.0, |v| v).unwrap();
+        assert!((v - 42.0).abs() < 0.01, "{v}");
+    }
+}

@@ -1,0 +1,138 @@
+//! The real tools nobody here wrote, run beside our executor: rt-tests'
+//! `hackbench` (its `Time`) and rt-app itself (its logs). Each is run as
+//! its package installs it; a missing one is `None` or a clear error, for
+//! the caller to list as skipped with the package's name.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use schedlab_scenarios::rtapp::log::{self, Line};
+
+/// rt-tests' `hackbench` with `args`, `reps` times: its Time, ms. `None`
+/// when it is not installed.
+pub fn hackbench_times(args: &[String], reps: u64) -> Option<Vec<f64>> {
+    (0..reps)
+        .map(|_| {
+            let out = std::process::Command::new("hackbench")
+                .args(args)
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            text.lines()
+                .find_map(|l| l.strip_prefix("Time:"))
+                .and_then(|t| t.trim().parse::<f64>().ok())
+                .map(|s| s * 1e3)
+        })
+        .collect()
+}
+
+/// Whether rt-app itself is installed (it prints its usage and exits 0).
+pub fn rtapp_installed() -> bool {
+    std::process::Command::new("rt-app")
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// rt-app's calibration on this machine, once per process: its ns per loop
+/// (`pLoad`), read from what rt-app prints when it calibrates CPU0 for a
+/// one-thread file.
+fn ns_per_loop() -> Result<u64, String> {
+    static ONCE: std::sync::OnceLock<Result<u64, String>> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("schedlab-rtapp-{}-calib", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let conf = dir.join("calibrate.json");
+        let text = format!(
+            r#"{{"tasks": {{"t": {{"loop": 1, "run": 100}}}}, "global": {{"duration": 1, "calibration": "CPU0", "logdir": "{}"}}}}"#,
+            dir.display()
+        );
+        let out = std::fs::write(&conf, text)
+            .map_err(|e| format!("{}: {e}", conf.display()))
+            .and_then(|()| {
+                std::process::Command::new("rt-app")
+                    .arg(&conf)
+                    .current_dir(&dir)
+                    .output()
+                    .map_err(|e| format!("rt-app: {e}"))
+            });
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = out?;
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        all.split("pLoad = ")
+            .nth(1)
+            .and_then(|r| r.split("ns").next())
+            .and_then(|n| n.trim().parse().ok())
+            .ok_or_else(|| "rt-app printed no pLoad when calibrating".to_string())
+    })
+    .clone()
+}
+
+/// Runs rt-app itself on `file` for `duration_s` (the file's `global`
+/// rewritten by `rtapp::for_rtapp`, in a directory of its own that is
+/// removed after) and reads its logs: each thread's lines by the file's
+/// thread name (rt-app names an instance `NAME-<idx>`, its log
+/// `<basename>-NAME-<idx>.log`).
+pub fn run_rtapp(
+    file: &Path,
+    duration_s: u64,
+    rep: u64,
+) -> Result<BTreeMap<String, Vec<Line>>, String> {
+    let dir = std::env::temp_dir().join(format!("schedlab-rtapp-{}-{rep}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let out = run_in(&dir, file, duration_s);
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+fn run_in(dir: &Path, file: &Path, duration_s: u64) -> Result<BTreeMap<String, Vec<Line>>, String> {
+    const BASE: &str = "rtapp";
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let json = schedlab_scenarios::rtapp::for_rtapp(
+        &text,
+        file,
+        dir,
+        BASE,
+        duration_s,
+        Some(ns_per_loop()?),
+    )
+    .map_err(|e| e.to_string())?;
+    let conf = dir.join("taskset.json");
+    std::fs::write(&conf, json).map_err(|e| format!("{}: {e}", conf.display()))?;
+    let out = std::process::Command::new("rt-app")
+        .arg(&conf)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("rt-app: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "rt-app exited with {}: {}",
+            out.status,
+            err.lines().last().unwrap_or("")
+        ));
+    }
+    let mut logs: BTreeMap<String, Vec<Line>> = BTreeMap::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(unique) = name
+            .strip_prefix(&format!("{BASE}-"))
+            .and_then(|n| n.strip_suffix(".log"))
+        else {
+            continue;
+        };
+        let thread = unique.rsplit_once('-').map_or(unique, |(t, _)| t);
+        let text = std::fs::read_to_string(e.path()).map_err(|e| format!("{name}: {e}"))?;
+        let lines = log::parse(&text).map_err(|e| format!("{name}: {e}"))?;
+        logs.entry(thread.to_string()).or_default().extend(lines);
+    }
+    if logs.is_empty() {
+        return Err("rt-app wrote no log".into());
+    }
+    Ok(logs)
+}
