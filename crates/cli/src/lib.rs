@@ -145,6 +145,16 @@ pub enum Failure {
     Exit(u8),
 }
 
+impl From<schedlab_real::Error> for Failure {
+    fn from(e: schedlab_real::Error) -> Failure {
+        match e {
+            schedlab_real::Error::Input(m) => Failure::Input(m),
+            schedlab_real::Error::Fault(m) => Failure::Real(m),
+            schedlab_real::Error::Interrupted => Failure::Interrupted,
+        }
+    }
+}
+
 impl From<schedlab_validate::Error> for Failure {
     fn from(e: schedlab_validate::Error) -> Failure {
         match e {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use schedlab_real::{measurable, Error, Machine, Options, RealOutcome, MISSING};
+use schedlab_real::{measurable, Machine, Options, RealOutcome, MISSING};
 use schedlab_scenarios::rows::Row;
 use schedlab_scenarios::suite::{median, range};
 use schedlab_scenarios::Scenario;
@@ -15,14 +15,6 @@ use serde_json::{json, Value};
 
 use crate::print::{fmt, num, sig, stalls_json};
 use crate::Failure;
-
-fn failure(e: Error) -> Failure {
-    match e {
-        Error::Input(m) => Failure::Input(m),
-        Error::Fault(m) => Failure::Real(m),
-        Error::Interrupted => Failure::Interrupted,
-    }
-}
 
 /// Runs `s` for real as each rep of `reps`, one after another.
 pub fn run_reps(
@@ -34,7 +26,7 @@ pub fn run_reps(
         capture: true,
         keep_events,
     };
-    reps.map(|rep| schedlab_real::run(&s.spec, rep, &opts).map_err(failure))
+    reps.map(|rep| schedlab_real::run(&s.spec, rep, &opts).map_err(Failure::from))
         .collect()
 }
 
@@ -64,49 +56,78 @@ pub fn run(
 ) -> Result<(), Failure> {
     let outs = run_reps(s, 1..=reps, false)?;
     let machine = Machine::read(&s.spec.topology);
+    let all: Vec<&Outcome> = outs.iter().map(|r| &r.outcome).collect();
+    if json_out {
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&run_json(s, &outs, &machine)).expect("plain data")
+        );
+    } else {
+        print_reps(s, &outs, &machine);
+        if let Some(why) = outs.iter().find_map(|r| r.no_record.as_ref()) {
+            say!("kernel counters: none ({why})");
+        } else if let Some(k) = outs.last().and_then(|r| r.kernel.as_ref()) {
+            print_wakes_by(k, outs.len());
+        }
+        crate::rtapp_log::print_summary(&all);
+    }
+    if let Some(d) = rtapp_log {
+        crate::rtapp_log::write_rtapp_logs(d, s, &all)?;
+    }
+    if !json_out {
+        say!(
+            "not measured in a real run: {}",
+            MISSING
+                .iter()
+                .map(|(k, _)| *k)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    stalled(&outs, allow_stall)
+}
+
+/// `run --real --json`: every rep's figures, tasks and kernel record.
+fn run_json(s: &Scenario, outs: &[RealOutcome], machine: &Machine) -> Value {
     let missing: Vec<Value> = MISSING
         .iter()
         .map(|(k, why)| json!({"figure": k, "why": why}))
         .collect();
-    if json_out {
-        let runs: Vec<Value> = outs
-            .iter()
-            .map(|r| {
-                let o = &r.outcome;
-                let f: serde_json::Map<String, Value> = figures(s, r)
-                    .into_iter()
-                    .map(|(k, v)| (k, v.map_or(Value::Null, num)))
-                    .collect();
-                let tasks: serde_json::Map<String, Value> = o
-                    .tasks
-                    .iter()
-                    .map(|(n, t)| {
-                        let (tid, pid) = r.threads.get(n).copied().unwrap_or_default();
-                        (n.clone(), json!({"tid": tid, "pid": pid, "cpu_ns": t.cpu_ns,
-                            "final_cpu": t.final_cpu.map(|c| c.index()), "exited_at_ns": t.exited_at,
-                            "migrations": r.kernel.as_ref().map(|_| t.migrations)}))
-                    })
-                    .collect();
-                let kernel = match &r.kernel {
-                    Some(k) => json!({"counters": k.counters, "wakes_by": k.wakes_by,
-                        "wake_to_run_us": quantiles_us(&k.wake_to_run), "lost_pages": k.lost_pages}),
-                    None => json!({"missing": r.no_record}),
-                };
-                json!({"rep": o.seed, "wall_ns": o.end_ns, "figures": f, "tasks": tasks, "kernel": kernel,
-                    "rtapp_log": crate::rtapp_log::json(o)})
-            })
-            .collect();
-        let stalls = stalls_json(outs.iter().map(|r| &r.outcome), "rep");
-        let v = json!({"scenario": s.name, "real": true, "topology": s.spec.topology.name(),
-            "machine": machine.json(), "policy": "this machine's kernel",
-            "params": s.params, "runs": runs, "not_measured": missing, "stalls": stalls});
-        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
-        if let Some(d) = rtapp_log {
-            let all: Vec<&Outcome> = outs.iter().map(|r| &r.outcome).collect();
-            crate::rtapp_log::write_rtapp_logs(d, s, &all)?;
-        }
-        return stalled(&outs, allow_stall);
-    }
+    let runs: Vec<Value> = outs
+        .iter()
+        .map(|r| {
+            let o = &r.outcome;
+            let f: serde_json::Map<String, Value> = figures(s, r)
+                .into_iter()
+                .map(|(k, v)| (k, v.map_or(Value::Null, num)))
+                .collect();
+            let tasks: serde_json::Map<String, Value> = o
+                .tasks
+                .iter()
+                .map(|(n, t)| {
+                    let (tid, pid) = r.threads.get(n).copied().unwrap_or_default();
+                    (n.clone(), json!({"tid": tid, "pid": pid, "cpu_ns": t.cpu_ns,
+                        "final_cpu": t.final_cpu.map(|c| c.index()), "exited_at_ns": t.exited_at,
+                        "migrations": r.kernel.as_ref().map(|_| t.migrations)}))
+                })
+                .collect();
+            let kernel = match &r.kernel {
+                Some(k) => json!({"counters": k.counters, "wakes_by": k.wakes_by,
+                    "wake_to_run_us": quantiles_us(&k.wake_to_run), "lost_pages": k.lost_pages}),
+                None => json!({"missing": r.no_record}),
+            };
+            json!({"rep": o.seed, "wall_ns": o.end_ns, "figures": f, "tasks": tasks, "kernel": kernel,
+                "rtapp_log": crate::rtapp_log::json(o)})
+        })
+        .collect();
+    let stalls = stalls_json(outs.iter().map(|r| &r.outcome), "rep");
+    json!({"scenario": s.name, "real": true, "topology": s.spec.topology.name(),
+        "machine": machine.json(), "policy": "this machine's kernel",
+        "params": s.params, "runs": runs, "not_measured": missing, "stalls": stalls})
+}
+
+/// `run --real`'s table: a line per rep, its figures and kernel counters.
+fn print_reps(s: &Scenario, outs: &[RealOutcome], machine: &Machine) {
     say!(
         "{} for real on this machine ({} CPUs, {} LLC(s), {}; Linux {}), params: {}",
         s.name,
@@ -129,7 +150,7 @@ pub fn run(
         "switches",
         "wake2run_p50"
     );
-    for r in &outs {
+    for r in outs {
         say_part!(
             "{:>4} {:>10.3}",
             r.outcome.seed,
@@ -150,45 +171,31 @@ pub fn run(
             None => say!(" {:>8} {:>8} {:>8} {:>10} {:>12}", "-", "-", "-", "-", "-"),
         }
     }
-    if let Some(why) = outs.iter().find_map(|r| r.no_record.as_ref()) {
-        say!("kernel counters: none ({why})");
-    } else if let Some(k) = outs.last().and_then(|r| r.kernel.as_ref()) {
-        say!(
-            "wakes by waker (rep {}), as the kernel's sched_waking names them:",
-            outs.len()
-        );
-        const SHOWN: usize = 12;
-        for (wakee, by) in k.wakes_by.iter().take(SHOWN) {
-            let mut by: Vec<(&String, &u64)> = by.iter().collect();
-            by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            let mut list: Vec<String> =
-                by.iter().take(4).map(|(w, n)| format!("{w} {n}")).collect();
-            if by.len() > 4 {
-                list.push(format!("{} more", by.len() - 4));
-            }
-            say!("  {wakee} <- {}", list.join(", "));
-        }
-        if k.wakes_by.len() > SHOWN {
-            say!(
-                "  ... and {} more woken tasks (--json lists all)",
-                k.wakes_by.len() - SHOWN
-            );
-        }
-    }
-    let all: Vec<&Outcome> = outs.iter().map(|r| &r.outcome).collect();
-    crate::rtapp_log::print_summary(&all);
-    if let Some(d) = rtapp_log {
-        crate::rtapp_log::write_rtapp_logs(d, s, &all)?;
-    }
+}
+
+/// The last rep's wakes by waker, as the kernel's `sched_waking` names
+/// them: the first few woken tasks, each with its top wakers.
+fn print_wakes_by(k: &schedlab_real::KernelRecord, rep: usize) {
     say!(
-        "not measured in a real run: {}",
-        MISSING
-            .iter()
-            .map(|(k, _)| *k)
-            .collect::<Vec<_>>()
-            .join(", ")
+        "wakes by waker (rep {}), as the kernel's sched_waking names them:",
+        rep
     );
-    stalled(&outs, allow_stall)
+    const SHOWN: usize = 12;
+    for (wakee, by) in k.wakes_by.iter().take(SHOWN) {
+        let mut by: Vec<(&String, &u64)> = by.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let mut list: Vec<String> = by.iter().take(4).map(|(w, n)| format!("{w} {n}")).collect();
+        if by.len() > 4 {
+            list.push(format!("{} more", by.len() - 4));
+        }
+        say!("  {wakee} <- {}", list.join(", "));
+    }
+    if k.wakes_by.len() > SHOWN {
+        say!(
+            "  ... and {} more woken tasks (--json lists all)",
+            k.wakes_by.len() - SHOWN
+        );
+    }
 }
 
 fn stalled(outs: &[RealOutcome], allow: bool) -> Result<(), Failure> {
@@ -222,6 +229,22 @@ pub fn suite(
     json_out: bool,
     reg: &Registry,
 ) -> Result<(), Failure> {
+    let mut results = real_rows(rows, reps, reg)?;
+    simulate(&mut results, policies, reps, jobs, reg)?;
+    let machine =
+        Machine::read(&schedlab_scenarios::topology("sysfs").map_err(|e| Failure::Input(e.0))?);
+    if json_out {
+        let v = suite_json(&results, policies, reps, &machine);
+        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
+    } else {
+        print_suite(&results, policies, reps, &machine);
+    }
+    Ok(())
+}
+
+/// Each row run for real `reps` times, one at a time, nothing else
+/// running; a row that cannot run here keeps why.
+fn real_rows(rows: &[&'static Row], reps: u64, reg: &Registry) -> Result<Vec<RealRow>, Failure> {
     let bar = crate::pool::progress(rows.len(), "suite --real");
     let mut results = Vec::new();
     for &row in rows {
@@ -240,7 +263,18 @@ pub fn suite(
         results.push(r);
     }
     bar.finish_and_clear();
-    // The simulations after every real run, so they never share the CPUs.
+    Ok(results)
+}
+
+/// Each row that ran for real simulated under each policy, seeds
+/// 1..=reps, after every real run, so they never share the CPUs.
+fn simulate(
+    results: &mut [RealRow],
+    policies: &[String],
+    reps: u64,
+    jobs: usize,
+    reg: &Registry,
+) -> Result<(), Failure> {
     for r in results.iter_mut().filter(|r| r.skipped.is_none()) {
         for p in policies {
             let sc = crate::scenario::build_row(r.row, "sysfs", &[format!("policy={p}")], reg)?;
@@ -253,36 +287,37 @@ pub fn suite(
             ));
         }
     }
-    let machine =
-        Machine::read(&schedlab_scenarios::topology("sysfs").map_err(|e| Failure::Input(e.0))?);
-    if json_out {
-        let rows: Vec<Value> = results
-            .iter()
-            .map(|r| {
-                let sim: serde_json::Map<String, Value> = policies
-                    .iter()
-                    .zip(&r.sim)
-                    .map(|(p, v)| {
-                        let m = median(v);
-                        (
-                            p.clone(),
-                            json!({"median": num(m), "sim_over_real": num(m / median(&r.real))}),
-                        )
-                    })
-                    .collect();
-                let (lo, hi) = range(&r.real);
-                json!({"row": r.row.name, "unit": r.row.unit, "direction": r.row.direction.name(),
-                       "skipped": r.skipped, "real": (r.skipped.is_none()).then(|| json!({
-                           "median": num(median(&r.real)), "min": num(lo), "max": num(hi),
-                           "reps": r.real, "stalled_reps": r.stalled})),
-                       "simulated": sim})
-            })
-            .collect();
-        let v = json!({"real": true, "machine": machine.json(), "topology": "sysfs",
-                       "policies": policies, "reps": reps, "rows": rows});
-        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
-        return Ok(());
-    }
+    Ok(())
+}
+
+fn suite_json(results: &[RealRow], policies: &[String], reps: u64, machine: &Machine) -> Value {
+    let rows: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            let sim: serde_json::Map<String, Value> = policies
+                .iter()
+                .zip(&r.sim)
+                .map(|(p, v)| {
+                    let m = median(v);
+                    (
+                        p.clone(),
+                        json!({"median": num(m), "sim_over_real": num(m / median(&r.real))}),
+                    )
+                })
+                .collect();
+            let (lo, hi) = range(&r.real);
+            json!({"row": r.row.name, "unit": r.row.unit, "direction": r.row.direction.name(),
+                   "skipped": r.skipped, "real": (r.skipped.is_none()).then(|| json!({
+                       "median": num(median(&r.real)), "min": num(lo), "max": num(hi),
+                       "reps": r.real, "stalled_reps": r.stalled})),
+                   "simulated": sim})
+        })
+        .collect();
+    json!({"real": true, "machine": machine.json(), "topology": "sysfs",
+           "policies": policies, "reps": reps, "rows": rows})
+}
+
+fn print_suite(results: &[RealRow], policies: &[String], reps: u64, machine: &Machine) {
     say!(
         "schedlab suite --real on this machine ({} CPUs, {} LLC(s), {}; Linux {}): {reps} real reps per row, \
          then {reps} seeds simulated on its topology (sysfs) per policy",
@@ -335,7 +370,6 @@ pub fn suite(
             );
         }
     }
-    Ok(())
 }
 
 /// A row's figure per real rep, and the reps that stalled.

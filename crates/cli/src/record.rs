@@ -29,35 +29,9 @@
 //!
 //! ## `--check`: the replay held to its recording
 //!
-//! Replayed on this machine (`--topology sysfs`) under `linux`, seeds 1
-//! to 5, against what was recorded, each with a tolerance fixed here
-//! before the programs below were measured:
-//!
-//! | figure | recorded | replayed | within when |
-//! |---|---|---|---|
-//! | makespan | the command's wall time | `makespan_ms` | replay / recording in [1/1.5, 1.5] |
-//! | wakes | `sched_waking` of a recorded thread by another | parked wakes between recorded threads | ratio in [1/2, 2] |
-//! | wake edges | pairs (waker, wakee) with a wake | pairs with a parked wake | at least 3/4 of the recorded pairs |
-//! | CPU per thread | its time on a CPU | its `cpu_ns` | 3/4 of threads (with 100 µs or more) within a ratio of 1.25 |
-//!
-//! A fifth line is printed beside them and held to no tolerance: the
-//! switches of a recorded thread away from its CPU while still runnable
-//! (`kernel.switches.preempted` against the replay's `switches.preempted`),
-//! the scheduling a replay redoes rather than copies: where the wakes come
-//! out short, this is where the two schedulers part.
-//!
-//! Last, and of the recording alone: the kernel's picks and wake-up
-//! preemptions decided again by the model's fair class from the kernel's
-//! own state (`schedlab_real::shadow`), with the model's rules, with
-//! Linux's `DELAY_DEQUEUE` added, and with `NEXT_BUDDY` on top: whether a
-//! gap is the replay's or the model's rules'.
-//!
-//! The replayed figures are the median over the seeds. What falls outside
-//! is what the replay cannot carry: control flow that depends on data or
-//! on timing (a thread that found its pipe already full of bytes never
-//! blocked in the recording, and one that would block on the replay's
-//! machine does not know it), lock contention that changes order, and
-//! interrupts replayed as sleeps.
+//! `schedlab_real::check` (its doc has the figures and their tolerances),
+//! then the shadow of the recording alone (`schedlab_real::shadow`): the
+//! kernel's picks decided again by the model's fair class.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -201,12 +175,7 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
     let rec = match a.pid {
         Some(pid) => recording::attach(pid, opts.duration_ns.unwrap_or(0), &opts),
         None => recording::record(&a.cmd, &opts),
-    }
-    .map_err(|e| match e {
-        schedlab_real::Error::Input(m) => Failure::Input(m),
-        schedlab_real::Error::Fault(m) => Failure::Real(m),
-        schedlab_real::Error::Interrupted => Failure::Interrupted,
-    })?;
+    }?;
     let names: BTreeMap<TaskId, String> = rec
         .threads
         .iter()
@@ -272,100 +241,14 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `--check`: the replay against the recording (module doc).
+/// `--check`: the replay against the recording (`schedlab_real::check`),
+/// then the shadow.
 fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failure> {
-    let topo = schedlab_scenarios::topology("sysfs").map_err(|e| Failure::Input(e.0))?;
-    let params = schedlab_scenarios::Params::parse(&["policy=linux".to_string()])
-        .map_err(|e| Failure::Input(e.0))?;
-    let mut s = schedlab_scenarios::file::load_on(&a.out.join("replay.toml"), params, topo)
-        .map_err(|e| Failure::Input(e.to_string()))?;
-    s.spec.count_wakers = true;
-    let outs: Vec<Outcome> = (1..=5)
-        .map(|seed| schedlab_sim::Sim::new(&s.spec, seed).run())
-        .collect();
-    let med = |f: &dyn Fn(&Outcome) -> f64| {
-        schedlab_scenarios::suite::median(&outs.iter().map(f).collect::<Vec<_>>())
-    };
-    let ours: std::collections::BTreeSet<&str> =
-        rec.threads.values().map(|t| t.name.as_str()).collect();
-    // Wakes between recorded threads, and the pairs with one.
-    let rec_pairs: Vec<(&str, &str)> = rec
-        .record
-        .wakes_by
-        .iter()
-        .flat_map(|(t, by)| by.keys().map(move |w| (w.as_str(), t.as_str())))
-        .filter(|(w, t)| ours.contains(w) && ours.contains(t) && w != t)
-        .collect();
-    let rec_wakes: u64 = rec_pairs
-        .iter()
-        .map(|(w, t)| rec.record.wakes_by[*t][*w])
-        .sum();
-    let sim_wakes = |o: &Outcome| -> f64 {
-        o.wakes_by
-            .iter()
-            .flat_map(|(t, by)| by.iter().map(move |(w, n)| (w, t, n)))
-            .filter(|(w, t, _)| ours.contains(w.as_str()) && w != t)
-            .map(|(_, _, n)| *n as f64)
-            .sum::<f64>()
-            // An empty sum is -0.0.
-            + 0.0
-    };
-    let kept = |o: &Outcome| -> f64 {
-        let n = rec_pairs
-            .iter()
-            .filter(|(w, t)| o.wakes_by.get(*t).is_some_and(|by| by.contains_key(*w)))
-            .count();
-        n as f64 / rec_pairs.len().max(1) as f64
-    };
-    let cpu_ok = |o: &Outcome| -> f64 {
-        let big: Vec<(&String, u64)> = rec
-            .threads
-            .iter()
-            .map(|(id, t)| (&t.name, conv.threads[id].cpu_ns))
-            .filter(|(_, ns)| *ns >= 100_000)
-            .collect();
-        let ok = big
-            .iter()
-            .filter(|(n, ns)| {
-                let r = o.tasks.get(*n).map_or(0, |t| t.cpu_ns) as f64 / *ns as f64;
-                (1.0 / 1.25..=1.25).contains(&r)
-            })
-            .count();
-        ok as f64 / big.len().max(1) as f64
-    };
-    let makespan = med(&|o| {
-        s.figures
-            .iter()
-            .find(|(n, _)| n == "makespan_ms")
-            .map_or(0.0, |(_, f)| f.compute(o))
-    });
-    let rec_ms = rec.wall_ns as f64 / 1e6;
-    let (wakes, pairs, cpu) = (med(&sim_wakes), med(&kept), med(&cpu_ok));
-    let ratio_in = |r: f64, k: f64| (1.0 / k..=k).contains(&r);
-    // With nothing recorded, the replay is within when it has none either.
-    let wakes_ok = match rec_wakes {
-        0 => wakes == 0.0,
-        n => ratio_in(wakes / n as f64, 2.0),
-    };
-    let rows = [
-        (
-            "makespan_ms",
-            rec_ms,
-            makespan,
-            ratio_in(makespan / rec_ms, 1.5),
-        ),
-        ("wakes between threads", rec_wakes as f64, wakes, wakes_ok),
-        (
-            "wake edges (pairs) kept",
-            1.0,
-            pairs,
-            rec_pairs.is_empty() || pairs >= 0.75,
-        ),
-        ("threads with CPU time within 1.25x", 1.0, cpu, cpu >= 0.75),
-    ];
+    let c = schedlab_real::check::check(rec, conv, &a.out.join("replay.toml"))?;
     say!(
-        "replayed on this machine under linux, 5 seeds (medians): {} recorded pairs with a wake, {} threads",
-        rec_pairs.len(),
+        "replayed on this machine under linux, {} seeds (medians): {} recorded pairs with a wake, {} threads",
+        schedlab_real::check::SEEDS,
+        c.pairs,
         rec.threads.len()
     );
     say!(
@@ -374,25 +257,24 @@ fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failur
         "recorded",
         "replayed"
     );
-    for (name, r, p, ok) in rows {
+    for r in &c.rows {
         say!(
-            "  {name:36} {:>12} {:>12}  {}",
-            crate::print::fmt(r),
-            crate::print::fmt(p),
-            if ok { "within" } else { "outside" }
+            "  {:36} {:>12} {:>12}  {}",
+            r.name,
+            crate::print::fmt(r.recorded),
+            crate::print::fmt(r.replayed),
+            if r.within { "within" } else { "outside" }
         );
     }
-    // Not held to a tolerance: how often a thread lost its CPU while still
-    // runnable, the scheduling the replay does not copy but redoes.
-    let rec_pre = rec.record.counters.get("kernel.switches.preempted");
-    let pre = med(&|o| o.counters.get("switches.preempted").copied().unwrap_or(0) as f64);
     say!(
         "  {:36} {:>12} {:>12}  (not held to a tolerance)",
         "switches while runnable (preempted)",
-        rec_pre.map_or("-".to_string(), |n| crate::print::fmt(*n as f64)),
-        crate::print::fmt(pre)
+        c.preempted
+            .0
+            .map_or("-".to_string(), |n| crate::print::fmt(n as f64)),
+        crate::print::fmt(c.preempted.1)
     );
-    if let Some(st) = outs.iter().find_map(|o| o.stall.as_ref()) {
+    if let Some(st) = &c.stall {
         say!("the replay stalled: {st}");
     }
     print_shadow(&rec.shadow);

@@ -155,19 +155,7 @@ const SHARD_FORMAT: &str = "schedlab-sweep-shard/1";
 
 pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
     if a.list || a.common.scenario.is_empty() {
-        for catalog::Builtin { name: n, what, .. } in catalog::CATALOG {
-            say!("{n:16} {what}");
-        }
-        say!("\nThe suite's rows (`schedlab suite`), each a scenario too:");
-        for r in schedlab_scenarios::rows::ROWS {
-            say!(
-                "{:26} {:>5} {:>6}  {}",
-                r.name,
-                r.unit,
-                r.direction.name(),
-                r.what
-            );
-        }
+        print_list();
         return Ok(());
     }
     let seeds: Vec<u64> = match (a.seed, a.seeds) {
@@ -178,7 +166,7 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
     if let Some(list) = &a.policies {
         return side_by_side(a, list, &seeds, reg);
     }
-    let s = build(&a.common, &a.common.params, reg)?;
+    let mut s = build(&a.common, &a.common.params, reg)?;
     if a.common.real {
         let reps = a.reps.or(a.seeds).unwrap_or(1);
         return crate::real::run(
@@ -190,61 +178,98 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         );
     }
     if a.check_determinism {
-        for &seed in &seeds {
-            if let Some((i, x, y)) = first_divergence(&s.spec, seed) {
-                return Err(Failure::Check(format!(
-                    "seed {seed}: the two runs diverge at event {i}:\n  first:  {x}\n  second: {y}"
-                )));
-            }
-        }
-        say!(
-            "deterministic: {} seed(s), each run twice, identical event streams",
-            seeds.len()
-        );
+        check_determinism(&s, &seeds)?;
     }
-    let mut s = s;
     // `--json` names who woke whom, as a real run's kernel record does.
     s.spec.count_wakers = a.common.json;
     let outs = run_seeds(&s, &seeds, jobs(&a.common));
-    let policy = s.spec.policy.name();
+    let all: Vec<&Outcome> = outs.iter().collect();
     if a.common.json {
-        let runs: Vec<Value> = outs
-            .iter()
-            .map(|o| {
-                let f: serde_json::Map<String, Value> = figures(&s, o).into_iter().map(|(k, v)| (k, num(v))).collect();
-                let c: serde_json::Map<String, Value> = o.counters.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
-                let per_cpu: Vec<Value> = o.cpu_counters.iter().map(|cc| {
-                    cc.named().filter(|(_, v)| *v > 0).map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
-                }).collect();
-                let refill: u64 = o.tasks.values().map(|t| t.llc_refill_bytes).sum();
-                let cold: u64 = o.tasks.values().map(|t| t.cold_starts).sum();
-                let per_task: serde_json::Map<String, Value> = o.tasks.iter()
-                    .map(|(n, t)| (n.clone(), json!({"llc_refill_bytes": t.llc_refill_bytes, "cold_starts": t.cold_starts})))
-                    .collect();
-                let warmth = json!({"llc_refill_bytes": refill, "cold_starts": cold, "llcs": o.llcs, "tasks": per_task});
-                let tasks: serde_json::Map<String, Value> = o.tasks.iter()
-                    .map(|(n, t)| (n.clone(), json!({"cpu_ns": t.cpu_ns, "migrations": t.migrations, "exited_at_ns": t.exited_at})))
-                    .collect();
-                json!({"seed": o.seed, "trace_hash": format!("{:016x}", o.trace_hash), "events": o.events, "tasks": tasks,
-                       "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu, "warmth": warmth,
-                       "wakes_by": o.wakes_by, "rtapp_log": crate::rtapp_log::json(o)})
-            })
-            .collect();
-        let stalls = stalls_json(&outs, "seed");
-        let v = json!({"scenario": s.name, "topology": s.spec.topology.name(), "policy": policy,
-                       "fair": fair_json(&s), "params": s.params, "runs": runs, "stalls": stalls});
-        say!("{}", serde_json::to_string_pretty(&v).expect("plain data"));
-        if let Some(d) = &a.rtapp_log {
-            write_rtapp_logs(d, &s, &outs.iter().collect::<Vec<_>>())?;
-        }
-        return stalled(&outs, "seed", a.allow_stall);
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&run_json(&s, &outs)).expect("plain data")
+        );
+    } else {
+        print_seeds(&s, &outs);
+        crate::rtapp_log::print_summary(&all);
     }
+    if let Some(d) = &a.rtapp_log {
+        write_rtapp_logs(d, &s, &all)?;
+    }
+    stalled(&outs, "seed", a.allow_stall)
+}
+
+/// `run --list`: the catalog, then the suite's rows.
+fn print_list() {
+    for catalog::Builtin { name: n, what, .. } in catalog::CATALOG {
+        say!("{n:16} {what}");
+    }
+    say!("\nThe suite's rows (`schedlab suite`), each a scenario too:");
+    for r in schedlab_scenarios::rows::ROWS {
+        say!(
+            "{:26} {:>5} {:>6}  {}",
+            r.name,
+            r.unit,
+            r.direction.name(),
+            r.what
+        );
+    }
+}
+
+/// `--check-determinism`: each seed run twice, the event streams equal.
+fn check_determinism(s: &Scenario, seeds: &[u64]) -> Result<(), Failure> {
+    for &seed in seeds {
+        if let Some((i, x, y)) = first_divergence(&s.spec, seed) {
+            return Err(Failure::Check(format!(
+                "seed {seed}: the two runs diverge at event {i}:\n  first:  {x}\n  second: {y}"
+            )));
+        }
+    }
+    say!(
+        "deterministic: {} seed(s), each run twice, identical event streams",
+        seeds.len()
+    );
+    Ok(())
+}
+
+/// `run --json`: every seed's figures, counters, warmth and wakers.
+fn run_json(s: &Scenario, outs: &[Outcome]) -> Value {
+    let runs: Vec<Value> = outs
+        .iter()
+        .map(|o| {
+            let f: serde_json::Map<String, Value> = figures(s, o).into_iter().map(|(k, v)| (k, num(v))).collect();
+            let c: serde_json::Map<String, Value> = o.counters.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            let per_cpu: Vec<Value> = o.cpu_counters.iter().map(|cc| {
+                cc.named().filter(|(_, v)| *v > 0).map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>().into()
+            }).collect();
+            let refill: u64 = o.tasks.values().map(|t| t.llc_refill_bytes).sum();
+            let cold: u64 = o.tasks.values().map(|t| t.cold_starts).sum();
+            let per_task: serde_json::Map<String, Value> = o.tasks.iter()
+                .map(|(n, t)| (n.clone(), json!({"llc_refill_bytes": t.llc_refill_bytes, "cold_starts": t.cold_starts})))
+                .collect();
+            let warmth = json!({"llc_refill_bytes": refill, "cold_starts": cold, "llcs": o.llcs, "tasks": per_task});
+            let tasks: serde_json::Map<String, Value> = o.tasks.iter()
+                .map(|(n, t)| (n.clone(), json!({"cpu_ns": t.cpu_ns, "migrations": t.migrations, "exited_at_ns": t.exited_at})))
+                .collect();
+            json!({"seed": o.seed, "trace_hash": format!("{:016x}", o.trace_hash), "events": o.events, "tasks": tasks,
+                   "sim_ns": o.end_ns, "figures": f, "counters": c, "per_cpu": per_cpu, "warmth": warmth,
+                   "wakes_by": o.wakes_by, "rtapp_log": crate::rtapp_log::json(o)})
+        })
+        .collect();
+    let stalls = stalls_json(outs, "seed");
+    json!({"scenario": s.name, "topology": s.spec.topology.name(), "policy": s.spec.policy.name(),
+           "fair": fair_json(s), "params": s.params, "runs": runs, "stalls": stalls})
+}
+
+/// `run`'s table: a line per seed, its hash, figures and wake counters.
+fn print_seeds(s: &Scenario, outs: &[Outcome]) {
+    let policy = s.spec.policy.name();
     say!(
         "{} on {} ({policy}, {}), params: {}",
         s.name,
         s.spec.topology.name(),
-        fair_text(&s),
-        params_text(&s)
+        fair_text(s),
+        params_text(s)
     );
     let names: Vec<&String> = s.figures.iter().map(|(n, _)| n).collect();
     say_part!("{:>6} {:>16}", "seed", "trace_hash");
@@ -252,8 +277,8 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         say_part!(" {n:>14}");
     }
     say!(" {:>10} {:>10} {:>8}", "wakes", "flagged", "ipi");
-    for o in &outs {
-        let f = figures(&s, o);
+    for o in outs {
+        let f = figures(s, o);
         say_part!("{:>6} {:016x}", o.seed, o.trace_hash);
         for n in &names {
             say_part!(" {:>14}", fmt(f[*n]));
@@ -265,12 +290,6 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
             o.counters["ipi.kick"]
         );
     }
-    let all: Vec<&Outcome> = outs.iter().collect();
-    crate::rtapp_log::print_summary(&all);
-    if let Some(d) = &a.rtapp_log {
-        write_rtapp_logs(d, &s, &all)?;
-    }
-    stalled(&outs, "seed", a.allow_stall)
 }
 
 /// One swept value's aggregate: per figure (in `names` order), total, most
@@ -346,75 +365,15 @@ pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
         .filter(|(_, k)| **k)
         .map(|((n, _), _)| n.clone())
         .collect();
-    // Every (value, seed) run, in table order; a shard takes every n-th.
-    let mut work: Vec<(usize, u64)> = (0..values.len())
-        .flat_map(|v| (1..=a.seeds).map(move |seed| (v, seed)))
-        .collect();
     let shard = a.shard.as_deref().map(parse_shard).transpose()?;
-    if let Some((i, n)) = shard {
-        work = work
-            .into_iter()
-            .enumerate()
-            .filter(|(k, _)| k % n == i - 1)
-            .map(|(_, w)| w)
-            .collect();
-    }
-    let bar = crate::pool::progress(work.len(), "sweep");
-    let figures_of = |s: &Scenario, o: &Outcome| -> Vec<f64> {
-        s.figures
-            .iter()
-            .zip(&keep)
-            .filter(|(_, k)| **k)
-            .map(|((_, f), _)| f.compute(o))
-            .collect()
-    };
-    let results: Vec<(Vec<f64>, bool)> = if a.common.real {
-        // One real run at a time (each has the machine to itself); a rep
-        // plays a seed's role.
-        let mut out = Vec::new();
-        for &(v, rep) in &work {
-            let s = &scenarios[v];
-            let r = crate::real::run_reps(s, rep..=rep, false)?
-                .pop()
-                .expect("one rep");
-            if kernel && r.kernel.is_none() {
-                return Err(Failure::Real(format!(
-                    "the kernel's record went missing: {}",
-                    r.no_record.unwrap_or_default()
-                )));
-            }
-            out.push((figures_of(s, &r.outcome), r.outcome.stall.is_some()));
-            bar.inc(1);
-        }
-        out
-    } else {
-        schedlab_scenarios::pool::par_map(
-            &work,
-            jobs(&a.common),
-            |&(v, seed)| {
-                let s = &scenarios[v];
-                let o = Sim::new(&s.spec, seed).run();
-                (figures_of(s, &o), o.stall.is_some())
-            },
-            || bar.inc(1),
-        )
-    };
-    bar.finish_and_clear();
-    let mut flags = fixed.clone();
-    flags.extend(a.common.topology.iter().map(|t| format!("--topology={t}")));
-    flags.extend(a.common.policy.iter().map(|p| format!("--policy={p}")));
-    if a.common.fixed_order {
-        flags.push("--fixed-order".into());
-    }
-    if a.common.real {
-        flags.push("--real".into());
-    }
+    let work = sweep_work(values.len(), a.seeds, shard);
+    let results = sweep_runs(a, &scenarios, &work, &keep, kernel)?;
     let file = ShardFile {
         format: SHARD_FORMAT.into(),
         scenario: scenarios[0].name.clone(),
         param: key,
         values: values.clone(),
-        fixed: flags,
+        fixed: sweep_flags(a, &fixed),
         seeds: a.seeds,
         figures: names,
         shard: shard.unwrap_or((1, 1)),
@@ -446,6 +405,86 @@ pub fn sweep(a: &SweepArgs, reg: &Registry) -> Result<(), Failure> {
         }
         None => print_sweep(&file, a.common.json),
     }
+}
+
+/// Every (value, seed) run, in table order; shard `(i, n)` takes every
+/// n-th from the i-th.
+fn sweep_work(values: usize, seeds: u64, shard: Option<(usize, usize)>) -> Vec<(usize, u64)> {
+    let work = (0..values).flat_map(|v| (1..=seeds).map(move |seed| (v, seed)));
+    match shard {
+        Some((i, n)) => work
+            .enumerate()
+            .filter(|(k, _)| k % n == i - 1)
+            .map(|(_, w)| w)
+            .collect(),
+        None => work.collect(),
+    }
+}
+
+/// Each run of `work`: its kept figures and whether it stalled. Real runs
+/// go one at a time (each has the machine to itself; a rep plays a
+/// seed's role), simulations over every job.
+fn sweep_runs(
+    a: &SweepArgs,
+    scenarios: &[Scenario],
+    work: &[(usize, u64)],
+    keep: &[bool],
+    kernel: bool,
+) -> Result<Vec<(Vec<f64>, bool)>, Failure> {
+    let bar = crate::pool::progress(work.len(), "sweep");
+    let figures_of = |s: &Scenario, o: &Outcome| -> Vec<f64> {
+        s.figures
+            .iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|((_, f), _)| f.compute(o))
+            .collect()
+    };
+    let results = if a.common.real {
+        let mut out = Vec::new();
+        for &(v, rep) in work {
+            let s = &scenarios[v];
+            let r = crate::real::run_reps(s, rep..=rep, false)?
+                .pop()
+                .expect("one rep");
+            if kernel && r.kernel.is_none() {
+                return Err(Failure::Real(format!(
+                    "the kernel's record went missing: {}",
+                    r.no_record.unwrap_or_default()
+                )));
+            }
+            out.push((figures_of(s, &r.outcome), r.outcome.stall.is_some()));
+            bar.inc(1);
+        }
+        out
+    } else {
+        schedlab_scenarios::pool::par_map(
+            work,
+            jobs(&a.common),
+            |&(v, seed)| {
+                let s = &scenarios[v];
+                let o = Sim::new(&s.spec, seed).run();
+                (figures_of(s, &o), o.stall.is_some())
+            },
+            || bar.inc(1),
+        )
+    };
+    bar.finish_and_clear();
+    Ok(results)
+}
+
+/// The flags a shard records, so its merge can check they agree.
+fn sweep_flags(a: &SweepArgs, fixed: &[String]) -> Vec<String> {
+    let mut flags = fixed.to_vec();
+    flags.extend(a.common.topology.iter().map(|t| format!("--topology={t}")));
+    flags.extend(a.common.policy.iter().map(|p| format!("--policy={p}")));
+    if a.common.fixed_order {
+        flags.push("--fixed-order".into());
+    }
+    if a.common.real {
+        flags.push("--real".into());
+    }
+    flags
 }
 
 /// `schedlab merge`: the shards of one sweep, joined into its table.

@@ -83,31 +83,6 @@ const LONG_FNS: &[(&str, &str, &str)] = &[
         "a recording's threads to programs, block by block",
     ),
     (
-        "crates/cli/src/record.rs",
-        "check",
-        "a recording's checks against its replay, one figure after another",
-    ),
-    (
-        "crates/cli/src/real.rs",
-        "run",
-        "the real command: options to a real run and its table",
-    ),
-    (
-        "crates/cli/src/real.rs",
-        "suite",
-        "the real suite: rows, runs and its table",
-    ),
-    (
-        "crates/cli/src/run.rs",
-        "run",
-        "the run command: options to a run and its figures",
-    ),
-    (
-        "crates/cli/src/run.rs",
-        "sweep",
-        "the sweep command: options to runs and its table",
-    ),
-    (
         "crates/cli/tests/all/validate.rs",
         "calibrate_then_validate_one_workload",
         "one end-to-end test, step by step",
