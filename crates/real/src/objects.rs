@@ -34,7 +34,7 @@
 //! carries.
 //!
 //! A futex op is the futex syscall itself on a generation word, and a pipe
-//! is a kernel pipe (`exec.rs`).
+//! is a kernel pipe (`exec::ipc`).
 
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 

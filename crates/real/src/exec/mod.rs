@@ -1,6 +1,9 @@
 //! The real interpreter: a task's compiled program (the simulator's
 //! `Instr`s, compiled by the simulator's `Code`) run op by op on a real
-//! thread. What each op does is in the crate doc.
+//! thread. What each op does is in the crate doc; the ops live in rooms
+//! by kind: [`ipc`] (ports and pipes), [`sync`] (futexes, conditions,
+//! barriers, locks), [`time`] (work, sleeps, timers, I/O), [`measure`]
+//! (laps, stamps, counts), [`life`] (spawn, fork, join, affinity).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
@@ -15,6 +18,12 @@ use serde::{Deserialize, Serialize};
 use crate::objects::Objects;
 use crate::shm::{ctl, slot, Shm, State};
 use crate::sys;
+
+mod ipc;
+mod life;
+mod measure;
+mod sync;
+mod time;
 
 /// How an initial task starts: where, and with what the kernel is asked.
 #[derive(Clone, Debug)]
@@ -495,339 +504,44 @@ impl Task<'_> {
         Ok(())
     }
 
-    fn lap(&mut self, m: u32, now: u64) -> Option<u64> {
-        match self.lap_at.iter_mut().find(|(k, _)| *k == m) {
-            Some((_, at)) => Some(std::mem::replace(at, now)),
-            None => {
-                self.lap_at.push((m, now));
-                None
-            }
-        }
-    }
-
-    fn push_lap(&self, m: u32, d: u64) {
-        let mut r = self.rec.lock().expect("ours");
-        r.laps.entry(m).or_default().push(d);
-    }
-
-    /// Sleeps in an op that ends by itself.
-    fn timed(&self, f: impl FnOnce()) {
-        self.objs.waiting(self.me, 0, State::Timed);
-        f();
-        self.objs.running(self.me);
-    }
-
+    /// One op, by its kind's room.
     fn op(&mut self, op: Instr) -> Result<(), String> {
-        let (me, objs) = (self.me, &self.objs);
-        let run: &Run = self.run;
-        let shm = &run.shm;
         match op {
-            Instr::Run(ns) => spin_cpu(ns, shm.ctl(ctl::STOP)),
-            Instr::RunFor(ns) => {
-                let end = sys::now() + ns;
-                while sys::now() < end && shm.ctl(ctl::STOP).load(Relaxed) == 0 {
-                    std::hint::spin_loop();
-                }
-            }
-            Instr::Call { port, bytes } => {
-                shm.put(me, bytes_of(&mut self.buf, bytes));
-                objs.call(port.index(), bytes, me);
-                let n = shm.slot(me, slot::REPLY_BYTES).load(Acquire) as u64;
-                shm.get(me, bytes_of(&mut self.buf, n));
-            }
-            Instr::Serve(port) => {
-                let c = objs.serve(port.index(), me);
-                let n = shm.slot(c, slot::REQ_BYTES).load(Acquire) as u64;
-                shm.get(c, bytes_of(&mut self.buf, n));
-                self.serving = Some(c);
-            }
-            Instr::Reply { bytes } => {
-                let c = self
-                    .serving
-                    .take()
-                    .ok_or("reply with no request being served")?;
-                shm.put(c, bytes_of(&mut self.buf, bytes));
-                shm.slot(c, slot::REPLY_BYTES).store(bytes as u32, Relaxed);
-                objs.post(c);
-            }
-            Instr::PipeWrite { pipe, bytes } => {
-                let fd = run.pipes[pipe.index()].1;
-                objs.kernel_wait(me, run.kinds.total + pipe.index());
-                sys::write_all(fd, bytes_of(&mut self.buf, bytes))
-                    .map_err(|e| format!("pipe write: {e}"))?;
-                objs.running(me);
-            }
-            Instr::PipeRead { pipe, bytes } => {
-                let fd = run.pipes[pipe.index()].0;
-                objs.kernel_wait(me, run.kinds.total + pipe.index());
-                if !sys::read_exact(fd, bytes_of(&mut self.buf, bytes))
-                    .map_err(|e| format!("pipe read: {e}"))?
-                {
-                    return Err("pipe read: end of file".into());
-                }
-                self.objs.running(me);
-            }
-            Instr::FutexWait(f) => {
-                let (w, seen) = (objs.futex(f.index()), self.seen[f.index()]);
-                objs.kernel_wait(me, self.run.kinds.futexes + f.index());
-                loop {
-                    let now = w.load(Acquire);
-                    if now != seen {
-                        self.seen[f.index()] = now;
-                        break;
-                    }
-                    sys::futex_wait(w, seen, None);
-                }
-                let at = objs.futex_woken_at(f.index()).load(Relaxed);
-                shm.woken_at(me).store(at, Relaxed);
-                objs.running(me);
-            }
-            Instr::FutexWake { futex, n } => {
-                let w = objs.futex(futex.index());
-                w.fetch_add(1, Release);
-                objs.futex_woken_at(futex.index())
-                    .store(sys::now(), Relaxed);
-                sys::futex_wake(w, n);
-            }
-            Instr::CondWait { cond, lock } => {
-                objs.cond_wait(cond.index(), lock.map(|l| l.index()), me)
-            }
-            Instr::CondSignal(c) => objs.cond_signal(c.index(), false),
-            Instr::CondBroadcast(c) => objs.cond_signal(c.index(), true),
-            Instr::Barrier { barrier, n } => objs.barrier(barrier.index(), n, me),
-            Instr::Timer {
-                timer,
-                period,
-                absolute,
-                stamp,
-            } => {
-                let t0 = shm.t0().load(Acquire);
-                let now = sys::now().saturating_sub(t0);
-                let next = objs.timer_next(timer.index(), now, period, absolute);
-                if let Some(m) = stamp {
-                    let (Ok(at) | Err(at)) = next;
-                    self.rec.lock().expect("ours").stamps.push((m.0, at));
-                }
-                if let Ok(at) = next {
-                    self.timed(|| sys::sleep_until(t0 + at));
-                }
-            }
-            Instr::Lock(l) => objs.lock(l.index(), me),
-            Instr::Unlock(l) => {
-                if objs.owner(l.index()) != Some(me) {
-                    return Err(format!(
-                        "unlocked lock #{}, which it does not hold: undefined for a default mutex",
-                        l.index()
-                    ));
-                }
-                objs.unlock(l.index())
-            }
-            Instr::Sleep(ns) => self.timed(|| sys::sleep_ns(ns)),
-            Instr::RandomSleep { min, max } => {
-                let ns = self.rng.gen_range(min..=max.max(min));
-                self.timed(|| sys::sleep_ns(ns));
-            }
-            Instr::ExpSleep { mean } => {
-                let u: f64 = self.rng.gen_range(f64::EPSILON..1.0);
-                let ns = (-u.ln() * mean as f64) as u64;
-                self.timed(|| sys::sleep_ns(ns));
-            }
-            Instr::Io(_) => {
-                let (fd, size) = self.run.io_file.ok_or("io with no file")?;
-                let at = self.rng.gen_range(0..size / 4096) * 4096;
-                let mut page = [0u8; 4096];
-                self.objs.waiting(me, 0, State::Timed);
-                sys::pread(fd, &mut page, at).map_err(|e| format!("io: pread: {e}"))?;
-                self.objs.running(me);
-            }
-            Instr::Spawn(p) => self.spawn(p.0 as usize, false)?,
-            Instr::Fork(p) => self.spawn(p.0 as usize, true)?,
-            Instr::Join => {
-                if let Some((child, c)) = self.children.pop_front() {
-                    objs.kernel_wait(me, child);
-                    if matches!(c, Child::Process) {
-                        self.until_exited(child);
-                    }
-                    self.reap(c)?;
-                    self.objs.running(me);
-                }
-            }
-            Instr::JoinAny => self.join_any()?,
-            Instr::Yield => sys::yield_now(),
-            // Linux has no "leaving" bit: a real thread's wakes name it
-            // until it has exited.
-            Instr::Leave => {}
-            Instr::LapStart(m) => {
-                self.lap(m.0, sys::now());
-            }
-            Instr::Lap(m) => {
-                let now = sys::now();
-                if let Some(prev) = self.lap(m.0, now) {
-                    self.push_lap(m.0, now - prev);
-                }
-            }
-            Instr::WakeLap(m) => {
-                let at = shm.woken_at(me).swap(0, Relaxed);
-                if at != 0 {
-                    self.push_lap(m.0, sys::now().saturating_sub(at));
-                }
-            }
-            Instr::Affinity(m) => sys::set_affinity(&self.run.masks[m as usize])
-                .map_err(|e| format!("sched_setaffinity: {e}"))?,
-            Instr::Stamp(m) => {
-                let now = sys::now().saturating_sub(shm.t0().load(Acquire));
-                self.rec.lock().expect("ours").stamps.push((m.0, now));
-            }
-            Instr::Count { metric, n } => {
-                *self
-                    .rec
-                    .lock()
-                    .expect("ours")
-                    .counts
-                    .entry(metric.0)
-                    .or_default() += n;
-            }
+            Instr::Call { .. }
+            | Instr::Serve(_)
+            | Instr::Reply { .. }
+            | Instr::PipeWrite { .. }
+            | Instr::PipeRead { .. } => self.ipc(op),
+            Instr::FutexWait(_)
+            | Instr::FutexWake { .. }
+            | Instr::CondWait { .. }
+            | Instr::CondSignal(_)
+            | Instr::CondBroadcast(_)
+            | Instr::Barrier { .. }
+            | Instr::Lock(_)
+            | Instr::Unlock(_) => self.sync(op),
+            Instr::Run(_)
+            | Instr::RunFor(_)
+            | Instr::Timer { .. }
+            | Instr::Sleep(_)
+            | Instr::RandomSleep { .. }
+            | Instr::ExpSleep { .. }
+            | Instr::Io(_) => self.time(op),
+            Instr::LapStart(_)
+            | Instr::Lap(_)
+            | Instr::WakeLap(_)
+            | Instr::Stamp(_)
+            | Instr::Count { .. } => self.measure(op),
+            Instr::Spawn(_)
+            | Instr::Fork(_)
+            | Instr::Join
+            | Instr::JoinAny
+            | Instr::Yield
+            | Instr::Leave
+            | Instr::Affinity(_) => self.life(op),
             Instr::Exit | Instr::LoopStart { .. } | Instr::LoopEnd { .. } => {
                 unreachable!("stepped by interpret")
             }
         }
-        Ok(())
-    }
-
-    /// Sleeps until the child in slot `child` has exited (each exit bumps
-    /// this task's `EXITS` word and wakes it).
-    fn until_exited(&self, child: usize) {
-        let shm = &self.run.shm;
-        let exits = shm.slot(self.me, slot::EXITS);
-        loop {
-            let seen = exits.load(Acquire);
-            if State::of(shm.slot(child, slot::STATE).load(Acquire)) == State::Exited {
-                return;
-            }
-            sys::futex_wait(exits, seen, None);
-        }
-    }
-
-    /// `pthread_join` a thread. A forked process is joined when its
-    /// program has ended (its task's thread has exited: the slot says so),
-    /// as the simulator's join; its report is read and the process
-    /// `waitpid`ed when this process ends ([`Proc::reap_all`]), so the
-    /// executor's own reporting (a manager's wake, the records over a
-    /// pipe, a larger process's teardown) stays out of the workload's time.
-    /// Simplified: `wait(2)` would also wait for the process's teardown.
-    fn reap(&self, c: Child) -> Result<(), String> {
-        match c {
-            Child::Thread(h) => h.join().map_err(|_| "a joined thread panicked".to_string()),
-            Child::Process => Ok(()),
-        }
-    }
-
-    /// A thread of this process running spawnable program `p`, in a free
-    /// slot; with `fork`, a process of its own ([`Task::fork`]).
-    fn spawn(&mut self, p: usize, fork: bool) -> Result<(), String> {
-        let shm = &self.run.shm;
-        let s = shm.ctl(ctl::NEXT_SLOT).fetch_add(1, SeqCst) as usize;
-        if s >= self.run.slots {
-            let _ =
-                shm.ctl(ctl::TABLE_FULL)
-                    .compare_exchange(0, self.me as u32 + 1, SeqCst, SeqCst);
-            return Ok(());
-        }
-        let parent = self.rec.lock().expect("ours").name.clone();
-        let name = self.proc.spawn_name(&parent, &self.run.spawnable[p]);
-        shm.slot(s, slot::PARENT).store(self.me as u32 + 1, Relaxed);
-        let prog = self.run.tasks.len() + p;
-        let child = if fork {
-            {
-                self.fork(s, prog, name)?;
-                Child::Process
-            }
-        } else {
-            Child::Thread(
-                start(self.run, self.proc, s, prog, name, None)
-                    .map_err(|e| format!("spawn: {e}"))?,
-            )
-        };
-        self.children.push_back((s, child));
-        Ok(())
-    }
-
-    /// `fork(2)` from this task's thread: the child process (the next
-    /// forked index) runs program `prog` in slot `s` on a thread of its
-    /// own, under a manager that reports its records to this process over
-    /// a pipe, as the scenario's processes report to the run. The child
-    /// inherits this thread's affinity and nice, as a forked process does.
-    fn fork(&mut self, s: usize, prog: usize, name: String) -> Result<i32, String> {
-        let run = self.run;
-        let index = run.procs + run.shm.ctl(ctl::FORKED).fetch_add(1, SeqCst) as usize;
-        if index >= run.shm.layout.procs {
-            // Counted as forked and done, so the run can still end.
-            run.shm.ctl(ctl::PROCS_DONE).fetch_add(1, SeqCst);
-            return Err(format!(
-                "fork: more than {} processes",
-                run.shm.layout.procs
-            ));
-        }
-        let mut forked = self.proc.forked.lock().unwrap_or_else(|e| e.into_inner());
-        let (r, w) = sys::pipe(65536).map_err(|e| format!("fork: pipe: {e}"))?;
-        match sys::fork_task() {
-            Err(e) => {
-                sys::close(r);
-                sys::close(w);
-                // Counted as forked and done, so the run can still end.
-                run.shm.ctl(ctl::PROCS_DONE).fetch_add(1, SeqCst);
-                Err(format!("fork: {e}"))
-            }
-            Ok(None) => {
-                // The child: the one thread left. Every descriptor it
-                // inherited that is not its own goes (its parent's report,
-                // its siblings' reports): a reader sees the end of a
-                // report when its one writer ends.
-                sys::close(r);
-                sys::close(self.proc.report);
-                for &(_, fd) in forked.iter() {
-                    sys::close(fd);
-                }
-                let proc = Arc::new(Proc::new(index, name.clone(), w));
-                if let Err(e) = start(run, &proc, s, prog, name.clone(), None) {
-                    let _ =
-                        run.shm
-                            .ctl(ctl::FAULT)
-                            .compare_exchange(0, s as u32 + 1, SeqCst, SeqCst);
-                    eprintln!("schedlab: a real run could not start {name}: {e}");
-                }
-                manage(run, &proc, Some(sys::parent_pid()))
-            }
-            Ok(Some(pid)) => {
-                sys::close(w);
-                forked.push((pid, r));
-                Ok(pid)
-            }
-        }
-    }
-
-    /// `wait4(-1)`: reaps a child that has exited, waiting for one when
-    /// none has; at once when there is no child.
-    fn join_any(&mut self) -> Result<(), String> {
-        let shm = &self.run.shm;
-        let exits = shm.slot(self.me, slot::EXITS);
-        let mut marked = false;
-        while !self.children.is_empty() {
-            let seen = exits.load(Acquire);
-            if let Some(i) = self.children.iter().position(|(c, _)| {
-                State::of(shm.slot(*c, slot::STATE).load(Acquire)) == State::Exited
-            }) {
-                let (_, c) = self.children.remove(i).expect("found");
-                self.reap(c)?;
-                break;
-            }
-            if !marked {
-                self.objs.kernel_wait(self.me, self.me);
-                marked = true;
-            }
-            sys::futex_wait(exits, seen, None);
-        }
-        self.objs.running(self.me);
-        Ok(())
     }
 }
