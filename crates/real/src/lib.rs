@@ -192,29 +192,12 @@ fn run_caught(
     opts: &Options,
     cpus: &[usize],
 ) -> Result<RealOutcome, Error> {
-    let (capture, mut no_record) = if opts.capture {
-        match tracefs::Capture::unavailable() {
-            Some(why) => (None, Some(why)),
-            None => match tracefs::Capture::new(cpus.len()) {
-                Ok(c) => (Some(c), None),
-                Err(e) => (None, Some(format!("tracefs: {e}"))),
-            },
-        }
-    } else {
-        (None, Some("not asked for".into()))
-    };
+    let (capture, mut no_record) = open_capture(opts.capture, cpus.len());
     let p = run::prepare(spec, rep, cpus)?;
     let mut ch = run::fork_all(&p)?;
     run::wait_ready(&p, &ch)?;
-    let pids = ch.pids.clone();
-    let mut tids: Vec<i32> = Vec::new();
-    for &pid in &pids {
-        if let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-            tids.extend(d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()));
-        }
-    }
     if let Some(c) = &capture {
-        if let Err(e) = c.start(&tids) {
+        if let Err(e) = c.start(&threads_of(&ch.pids)) {
             no_record = Some(format!("tracefs: {e}"));
         }
     }
@@ -227,19 +210,7 @@ fn run_caught(
     }
     let records = run::collect(&mut ch)?;
     drop(ch);
-    if let Some(r) = records.iter().find(|r| r.fault.is_some()) {
-        return Err(Error::Fault(format!(
-            "task {}: {}",
-            r.name,
-            r.fault.as_deref().unwrap_or_default()
-        )));
-    }
-    if let run::End::Fault(s) = end {
-        return Err(Error::Fault(format!("task in slot {s} failed")));
-    }
-    if end == run::End::Interrupted {
-        return Err(Error::Interrupted);
-    }
+    failed(&records, end)?;
     // A run whose tasks all exited ends at the last exit, as a simulated
     // one does; not when the parent next looked (it polls every 2 ms),
     // which would dilute every per-second figure.
@@ -253,25 +224,7 @@ fn run_caught(
     };
     let mut outcome = run::outcome(&p, &records, end_ns, rep);
     outcome.topology = Some(spec.topology.clone());
-    outcome.stall = match end {
-        run::End::Stalled => Some(run::stall_report(
-            &p,
-            &records,
-            StallCause::Blocked { at_ns: end_ns },
-        )),
-        run::End::TableFull(s) => Some(run::stall_report(
-            &p,
-            &records,
-            StallCause::TaskTable {
-                program: records
-                    .iter()
-                    .find(|r| r.slot == s)
-                    .map_or("?".into(), |r| r.name.clone()),
-                max_tasks: spec.max_tasks,
-            },
-        )),
-        _ => None,
-    };
+    outcome.stall = stall_of(&p, &records, end, end_ns, spec.max_tasks);
     let threads: BTreeMap<String, (i32, i32)> = records
         .iter()
         .map(|r| (r.name.clone(), (r.tid, r.pid)))
@@ -311,4 +264,70 @@ fn run_caught(
         no_record,
         threads,
     })
+}
+
+/// The kernel's capture when asked for and available; else why not.
+fn open_capture(asked: bool, ncpus: usize) -> (Option<tracefs::Capture>, Option<String>) {
+    if !asked {
+        return (None, Some("not asked for".into()));
+    }
+    match tracefs::Capture::unavailable() {
+        Some(why) => (None, Some(why)),
+        None => match tracefs::Capture::new(ncpus) {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(format!("tracefs: {e}"))),
+        },
+    }
+}
+
+/// Every thread id of processes `pids`, from `/proc/PID/task`.
+fn threads_of(pids: &[i32]) -> Vec<i32> {
+    let mut tids = Vec::new();
+    for &pid in pids {
+        if let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+            tids.extend(d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()));
+        }
+    }
+    tids
+}
+
+/// A task's fault, a failed slot or Ctrl-C, as the run's error.
+fn failed(records: &[exec::Record], end: run::End) -> Result<(), Error> {
+    if let Some(r) = records.iter().find(|r| r.fault.is_some()) {
+        return Err(Error::Fault(format!(
+            "task {}: {}",
+            r.name,
+            r.fault.as_deref().unwrap_or_default()
+        )));
+    }
+    if let run::End::Fault(s) = end {
+        return Err(Error::Fault(format!("task in slot {s} failed")));
+    }
+    if end == run::End::Interrupted {
+        return Err(Error::Interrupted);
+    }
+    Ok(())
+}
+
+/// The stall report of a run that ended blocked or with a full task
+/// table, as the simulator's.
+fn stall_of(
+    p: &run::Prepared,
+    records: &[exec::Record],
+    end: run::End,
+    end_ns: u64,
+    max_tasks: usize,
+) -> Option<schedlab_sim::Stall> {
+    let cause = match end {
+        run::End::Stalled => StallCause::Blocked { at_ns: end_ns },
+        run::End::TableFull(s) => StallCause::TaskTable {
+            program: records
+                .iter()
+                .find(|r| r.slot == s)
+                .map_or("?".into(), |r| r.name.clone()),
+            max_tasks,
+        },
+        _ => return None,
+    };
+    Some(run::stall_report(p, records, cause))
 }

@@ -73,6 +73,19 @@ pub struct KernelRecord {
     pub threads: BTreeMap<u32, Thread>,
 }
 
+/// The counters every record has, 0 when nothing happened.
+const COUNTERS: &[&str] = &[
+    "kernel.wakes",
+    "kernel.wakes.by_task",
+    "kernel.wakes.by_other",
+    "kernel.wakes.from_interrupt",
+    "kernel.wakes.start",
+    "kernel.switches",
+    "kernel.switches.preempted",
+    "kernel.migrations",
+    "kernel.runq_wait_ns",
+];
+
 /// Reads the raw events: `ours` maps each of the run's thread ids to
 /// (slot, name, process id); `t0` is the run's start (`CLOCK_MONOTONIC`,
 /// the capture's clock), so event times are since the run began.
@@ -83,165 +96,200 @@ pub fn read(
     t0: u64,
     lost_pages: u64,
 ) -> KernelRecord {
-    let mut r = KernelRecord {
-        lost_pages,
-        ..KernelRecord::default()
-    };
-    let mut ids: BTreeMap<i32, u32> = BTreeMap::new();
-    for (&tid, (slot, name, tgid)) in ours {
-        ids.insert(tid, *slot);
-        r.threads.insert(
-            *slot,
-            Thread {
-                tid,
-                tgid: *tgid,
-                name: name.clone(),
-                ours: true,
-            },
-        );
+    let mut r = Reader::new(ours, lost_pages);
+    for e in raw {
+        let Some(f) = formats.get(&e.id()) else {
+            continue;
+        };
+        let at = e.ts.saturating_sub(t0);
+        match f.name.as_str() {
+            "sched_waking" => r.waking(e, f, at),
+            "sched_wakeup" | "sched_wakeup_new" => {
+                let pid = e.int(f, "pid") as i32;
+                if ours.contains_key(&pid) {
+                    r.runnable_at.entry(pid).or_insert(e.ts);
+                }
+            }
+            "sched_migrate_task" => {
+                if let Some(n) = r.name_of(e.int(f, "pid") as i32) {
+                    r.count("kernel.migrations", 1);
+                    *r.rec.migrations.entry(n).or_default() += 1;
+                }
+            }
+            "sched_switch" => r.switch(e, f, at),
+            _ => {}
+        }
     }
-    let mut next_id = ours
-        .values()
-        .map(|v| v.0 + 1)
-        .max()
-        .unwrap_or(0)
-        .max(1 << 20);
-    let mut id_of = |tid: i32, comm: &str, threads: &mut BTreeMap<u32, Thread>| -> Option<TaskId> {
+    r.rec
+}
+
+/// The record being read, and what reading it remembers between events.
+struct Reader<'o> {
+    rec: KernelRecord,
+    ours: &'o BTreeMap<i32, (u32, String, i32)>,
+    /// Task ids by thread id: the run's slots, then others as they appear.
+    ids: BTreeMap<i32, u32>,
+    next_id: u32,
+    /// Per thread, its first `sched_waking` not yet run.
+    waking_at: BTreeMap<i32, u64>,
+    /// Per thread, when it became runnable and has not yet run.
+    runnable_at: BTreeMap<i32, u64>,
+    /// Each thread's last name in a switch.
+    comms: BTreeMap<i32, String>,
+}
+
+impl<'o> Reader<'o> {
+    fn new(ours: &'o BTreeMap<i32, (u32, String, i32)>, lost_pages: u64) -> Reader<'o> {
+        let mut rec = KernelRecord {
+            lost_pages,
+            counters: COUNTERS.iter().map(|k| (k.to_string(), 0)).collect(),
+            ..KernelRecord::default()
+        };
+        let mut ids = BTreeMap::new();
+        for (&tid, (slot, name, tgid)) in ours {
+            ids.insert(tid, *slot);
+            rec.threads.insert(
+                *slot,
+                Thread {
+                    tid,
+                    tgid: *tgid,
+                    name: name.clone(),
+                    ours: true,
+                },
+            );
+        }
+        let next_id = ours
+            .values()
+            .map(|v| v.0 + 1)
+            .max()
+            .unwrap_or(0)
+            .max(1 << 20);
+        Reader {
+            rec,
+            ours,
+            ids,
+            next_id,
+            waking_at: BTreeMap::new(),
+            runnable_at: BTreeMap::new(),
+            comms: BTreeMap::new(),
+        }
+    }
+
+    fn count(&mut self, k: &str, n: u64) {
+        *self.rec.counters.entry(k.to_string()).or_default() += n;
+    }
+
+    /// The run's name of thread `tid`, when it is one of the run's.
+    fn name_of(&self, tid: i32) -> Option<String> {
+        self.ours.get(&tid).map(|v| v.1.clone())
+    }
+
+    /// The task id of thread `tid` (named `comm` when first seen); `None`
+    /// for the idle task (0).
+    fn id_of(&mut self, tid: i32, comm: &str) -> Option<TaskId> {
         if tid == 0 {
             return None;
         }
-        let id = *ids.entry(tid).or_insert_with(|| {
-            next_id += 1;
-            next_id - 1
+        let next = &mut self.next_id;
+        let id = *self.ids.entry(tid).or_insert_with(|| {
+            *next += 1;
+            *next - 1
         });
-        threads.entry(id).or_insert_with(|| Thread {
+        self.rec.threads.entry(id).or_insert_with(|| Thread {
             tid,
             tgid: tid,
             name: comm.to_string(),
             ours: false,
         });
         Some(TaskId(id))
-    };
-    let name_of = |tid: i32| ours.get(&tid).map(|v| v.1.clone());
-    let mut waking_at: BTreeMap<i32, u64> = BTreeMap::new();
-    let mut runnable_at: BTreeMap<i32, u64> = BTreeMap::new();
-    let mut comms: BTreeMap<i32, String> = BTreeMap::new();
-    let count =
-        |r: &mut KernelRecord, k: &str, n: u64| *r.counters.entry(k.to_string()).or_default() += n;
-    for k in [
-        "kernel.wakes",
-        "kernel.wakes.by_task",
-        "kernel.wakes.by_other",
-        "kernel.wakes.from_interrupt",
-        "kernel.wakes.start",
-        "kernel.switches",
-        "kernel.switches.preempted",
-        "kernel.migrations",
-        "kernel.runq_wait_ns",
-    ] {
-        count(&mut r, k, 0);
     }
-    for e in raw {
-        let Some(f) = formats.get(&e.id()) else {
-            continue;
+
+    /// A `sched_waking` of one of the run's threads: counted by waker
+    /// (module doc) and logged.
+    fn waking(&mut self, e: &Raw, f: &Format, at: u64) {
+        let pid = e.int(f, "pid") as i32;
+        let Some(wakee) = self.name_of(pid) else {
+            return;
         };
-        let at = e.ts.saturating_sub(t0);
-        let cpu = CpuId::new(e.cpu);
         let common_pid = e.int(f, "common_pid") as i32;
-        match f.name.as_str() {
-            "sched_waking" => {
-                let pid = e.int(f, "pid") as i32;
-                let Some(wakee) = name_of(pid) else { continue };
-                count(&mut r, "kernel.wakes", 1);
-                let irq = e.int(f, "common_flags") & IRQ_FLAGS != 0 || common_pid == 0;
-                let waker = if irq {
-                    count(&mut r, "kernel.wakes.from_interrupt", 1);
-                    "interrupt".to_string()
-                } else if let Some(n) = name_of(common_pid) {
-                    count(&mut r, "kernel.wakes.by_task", 1);
-                    n
-                } else if common_pid == crate::sys::gettid() {
-                    // The parent's one wake per task (from this thread,
-                    // which started the run): the start signal.
-                    count(&mut r, "kernel.wakes.start", 1);
-                    "the run's start".to_string()
-                } else {
-                    count(&mut r, "kernel.wakes.by_other", 1);
-                    let comm = comms.get(&common_pid).cloned().unwrap_or_default();
-                    format!("pid {common_pid} ({comm})")
-                };
-                *r.wakes_by
-                    .entry(wakee.clone())
-                    .or_default()
-                    .entry(waker)
-                    .or_default() += 1;
-                waking_at.entry(pid).or_insert(e.ts);
-                let task = id_of(pid, &wakee, &mut r.threads).expect("a real pid");
-                let waker = if irq {
-                    None
-                } else {
-                    id_of(common_pid, "", &mut r.threads)
-                };
-                r.events.push(Event {
-                    at,
-                    kind: EventKind::Waking {
-                        cpu,
-                        task,
-                        waker,
-                        target: CpuId::new(e.int(f, "target_cpu").max(0) as usize),
-                        parked: true,
-                    },
-                });
-            }
-            "sched_wakeup" | "sched_wakeup_new" => {
-                let pid = e.int(f, "pid") as i32;
-                if ours.contains_key(&pid) {
-                    runnable_at.entry(pid).or_insert(e.ts);
-                }
-            }
-            "sched_migrate_task" => {
-                let pid = e.int(f, "pid") as i32;
-                if let Some(n) = name_of(pid) {
-                    count(&mut r, "kernel.migrations", 1);
-                    *r.migrations.entry(n).or_default() += 1;
-                }
-            }
-            "sched_switch" => {
-                let (prev, next) = (e.int(f, "prev_pid") as i32, e.int(f, "next_pid") as i32);
-                let prev_state = prev_state(e.int(f, "prev_state"));
-                if ours.contains_key(&prev) {
-                    count(&mut r, "kernel.switches", 1);
-                    if prev_state == PrevState::Runnable {
-                        count(&mut r, "kernel.switches.preempted", 1);
-                        runnable_at.insert(prev, e.ts);
-                    }
-                }
-                if ours.contains_key(&next) {
-                    if let Some(w) = waking_at.remove(&next) {
-                        r.wake_to_run.push(e.ts.saturating_sub(w));
-                    }
-                    if let Some(w) = runnable_at.remove(&next) {
-                        count(&mut r, "kernel.runq_wait_ns", e.ts.saturating_sub(w));
-                    }
-                }
-                let prev_comm = e.str(f, "prev_comm");
-                let next_comm = e.str(f, "next_comm");
-                comms.insert(e.int(f, "prev_pid") as i32, prev_comm.clone());
-                comms.insert(e.int(f, "next_pid") as i32, next_comm.clone());
-                let prev = id_of(prev, &prev_comm, &mut r.threads);
-                let next = id_of(next, &next_comm, &mut r.threads);
-                r.events.push(Event {
-                    at,
-                    kind: EventKind::Switch {
-                        cpu,
-                        prev,
-                        prev_state,
-                        next,
-                    },
-                });
-            }
-            _ => {}
-        }
+        self.count("kernel.wakes", 1);
+        let irq = e.int(f, "common_flags") & IRQ_FLAGS != 0 || common_pid == 0;
+        let waker = if irq {
+            self.count("kernel.wakes.from_interrupt", 1);
+            "interrupt".to_string()
+        } else if let Some(n) = self.name_of(common_pid) {
+            self.count("kernel.wakes.by_task", 1);
+            n
+        } else if common_pid == crate::sys::gettid() {
+            // The parent's one wake per task (from this thread, which
+            // started the run): the start signal.
+            self.count("kernel.wakes.start", 1);
+            "the run's start".to_string()
+        } else {
+            self.count("kernel.wakes.by_other", 1);
+            let comm = self.comms.get(&common_pid).cloned().unwrap_or_default();
+            format!("pid {common_pid} ({comm})")
+        };
+        *self
+            .rec
+            .wakes_by
+            .entry(wakee.clone())
+            .or_default()
+            .entry(waker)
+            .or_default() += 1;
+        self.waking_at.entry(pid).or_insert(e.ts);
+        let task = self.id_of(pid, &wakee).expect("a real pid");
+        let waker = if irq {
+            None
+        } else {
+            self.id_of(common_pid, "")
+        };
+        self.rec.events.push(Event {
+            at,
+            kind: EventKind::Waking {
+                cpu: CpuId::new(e.cpu),
+                task,
+                waker,
+                target: CpuId::new(e.int(f, "target_cpu").max(0) as usize),
+                parked: true,
+            },
+        });
     }
-    r
+
+    /// A `sched_switch`: counted when it leaves one of the run's threads,
+    /// its wake-to-run and runqueue wait when it runs one, and logged.
+    fn switch(&mut self, e: &Raw, f: &Format, at: u64) {
+        let (prev, next) = (e.int(f, "prev_pid") as i32, e.int(f, "next_pid") as i32);
+        let prev_state = prev_state(e.int(f, "prev_state"));
+        if self.ours.contains_key(&prev) {
+            self.count("kernel.switches", 1);
+            if prev_state == PrevState::Runnable {
+                self.count("kernel.switches.preempted", 1);
+                self.runnable_at.insert(prev, e.ts);
+            }
+        }
+        if self.ours.contains_key(&next) {
+            if let Some(w) = self.waking_at.remove(&next) {
+                self.rec.wake_to_run.push(e.ts.saturating_sub(w));
+            }
+            if let Some(w) = self.runnable_at.remove(&next) {
+                self.count("kernel.runq_wait_ns", e.ts.saturating_sub(w));
+            }
+        }
+        let prev_comm = e.str(f, "prev_comm");
+        let next_comm = e.str(f, "next_comm");
+        self.comms.insert(prev, prev_comm.clone());
+        self.comms.insert(next, next_comm.clone());
+        let prev = self.id_of(prev, &prev_comm);
+        let next = self.id_of(next, &next_comm);
+        self.rec.events.push(Event {
+            at,
+            kind: EventKind::Switch {
+                cpu: CpuId::new(e.cpu),
+                prev,
+                prev_state,
+                next,
+            },
+        });
+    }
 }

@@ -198,6 +198,34 @@ pub fn convert(
     end: u64,
     edges: Edges,
 ) -> Converted {
+    let mut w = Walk {
+        th: names.keys().map(|&t| (t, Thread::default())).collect(),
+        out: Converted::default(),
+        names,
+        edges,
+    };
+    for (at, _, item) in timeline(events, life) {
+        match item {
+            Item::Ev(e) => match e.kind {
+                EventKind::Switch {
+                    cpu,
+                    prev,
+                    prev_state,
+                    next,
+                } => w.switch(at, cpu.index(), prev, prev_state, next),
+                EventKind::Waking { task, waker, .. } => w.waking(at, task, waker),
+                _ => {}
+            },
+            Item::Fork(p, c) => w.fork(at, p, c),
+            Item::Exit(t) => w.exit(at, t),
+        }
+    }
+    w.finish(end)
+}
+
+/// The first pass: the kernel's events, forks and exits on one timeline,
+/// in time order; at one time, in the order recorded.
+fn timeline<'e>(events: &'e [Event], life: &Life) -> Vec<(u64, usize, Item<'e>)> {
     let mut items: Vec<(u64, usize, Item)> = Vec::new();
     for (i, e) in events.iter().enumerate() {
         items.push((e.at, i, Item::Ev(e)));
@@ -209,107 +237,133 @@ pub fn convert(
     for (k, &(at, t)) in life.exits.iter().enumerate() {
         items.push((at, n + life.forks.len() + k, Item::Exit(t)));
     }
-    // In time order; at one time, in the order recorded.
     items.sort_by_key(|(at, i, _)| (*at, *i));
-    let mut th: BTreeMap<TaskId, Thread> = names.keys().map(|&t| (t, Thread::default())).collect();
-    let mut out = Converted::default();
-    for (at, _, item) in items {
-        match item {
-            Item::Ev(e) => match e.kind {
-                EventKind::Switch {
-                    cpu,
-                    prev,
-                    prev_state,
-                    next,
-                } => {
-                    if let Some(t) = prev.and_then(|p| th.get_mut(&p)) {
-                        t.account(at);
-                        t.running_since = None;
-                        match prev_state {
-                            PrevState::Runnable => {}
-                            PrevState::Blocked => {
-                                t.flush(at);
-                                t.blocked_at = Some(at);
-                            }
-                            PrevState::Exited => {
-                                t.flush(at);
-                                t.done = true;
-                            }
-                        }
-                    }
-                    if let Some(t) = next.and_then(|n| th.get_mut(&n)) {
-                        if !t.done {
-                            t.running_since = Some(at);
-                            t.start_cpu.get_or_insert(cpu.index());
-                        }
-                    }
-                }
-                EventKind::Waking { task, waker, .. } => {
-                    let Some(blocked) = th.get(&task).map(|t| t.blocked_at) else {
-                        continue;
-                    };
-                    let w = waker.filter(|w| *w != task && th.contains_key(w));
-                    let Some(b) = blocked else {
-                        out.early_wakes += 1;
-                        continue;
-                    };
-                    match w {
-                        Some(w) => {
-                            let f = pipe(edges, names, w, task);
-                            let ws = th.get_mut(&w).expect("ours");
-                            ws.flush(at);
-                            ws.program.push(wake_of(f.clone()));
-                            th.get_mut(&task).expect("ours").program.extend(wait_on(f));
-                            *out.edges.entry((w, task)).or_default() += 1;
-                        }
-                        None => {
-                            th.get_mut(&task)
-                                .expect("ours")
-                                .program
-                                .push(Op::Sleep(at.saturating_sub(b).max(1)));
-                            out.sleeps += 1;
-                        }
-                    }
-                    th.get_mut(&task).expect("ours").blocked_at = None;
-                }
-                _ => {}
-            },
-            Item::Fork(p, c) => {
-                if !(th.contains_key(&p) && th.contains_key(&c)) {
-                    continue;
-                }
-                let f = format!("fork>{}", short(names, c));
-                let ps = th.get_mut(&p).expect("ours");
-                ps.flush(at);
-                ps.program.push(wake_of(f.clone()));
-                th.get_mut(&c)
-                    .expect("ours")
-                    .program
-                    .splice(0..0, wait_on(f));
-            }
-            Item::Exit(t) => {
-                if let Some(t) = th.get_mut(&t) {
+    items
+}
+
+/// The second pass: the timeline walked, each recorded thread's program
+/// built as it goes.
+struct Walk<'n> {
+    th: BTreeMap<TaskId, Thread>,
+    out: Converted,
+    names: &'n BTreeMap<TaskId, String>,
+    edges: Edges,
+}
+
+impl Walk<'_> {
+    /// A switch: the thread leaving is accounted and, blocked or exited,
+    /// its burst flushed; the one coming in runs from here.
+    fn switch(
+        &mut self,
+        at: u64,
+        cpu: usize,
+        prev: Option<TaskId>,
+        prev_state: PrevState,
+        next: Option<TaskId>,
+    ) {
+        if let Some(t) = prev.and_then(|p| self.th.get_mut(&p)) {
+            t.account(at);
+            t.running_since = None;
+            match prev_state {
+                PrevState::Runnable => {}
+                PrevState::Blocked => {
                     t.flush(at);
-                    t.running_since = None;
+                    t.blocked_at = Some(at);
+                }
+                PrevState::Exited => {
+                    t.flush(at);
                     t.done = true;
                 }
             }
         }
-    }
-    for (id, mut t) in th {
-        if !t.done {
-            t.flush(end);
+        if let Some(t) = next.and_then(|n| self.th.get_mut(&n)) {
+            if !t.done {
+                t.running_since = Some(at);
+                t.start_cpu.get_or_insert(cpu);
+            }
         }
-        out.threads.insert(
-            id,
-            Replayed {
-                program: t.program,
-                start_cpu: t.start_cpu,
-                cpu_ns: t.cpu_ns,
-            },
-        );
     }
-    out
+
+    /// A wake of a blocked thread: an edge from its waker when the waker
+    /// is recorded, else a sleep as long as it was blocked. A wake of a
+    /// thread that had not blocked is counted and left out.
+    fn waking(&mut self, at: u64, task: TaskId, waker: Option<TaskId>) {
+        let Some(blocked) = self.th.get(&task).map(|t| t.blocked_at) else {
+            return;
+        };
+        let w = waker.filter(|w| *w != task && self.th.contains_key(w));
+        let Some(b) = blocked else {
+            self.out.early_wakes += 1;
+            return;
+        };
+        match w {
+            Some(w) => {
+                let f = pipe(self.edges, self.names, w, task);
+                let ws = self.th.get_mut(&w).expect("ours");
+                ws.flush(at);
+                ws.program.push(wake_of(f.clone()));
+                self.th
+                    .get_mut(&task)
+                    .expect("ours")
+                    .program
+                    .extend(wait_on(f));
+                *self.out.edges.entry((w, task)).or_default() += 1;
+            }
+            None => {
+                self.th
+                    .get_mut(&task)
+                    .expect("ours")
+                    .program
+                    .push(Op::Sleep(at.saturating_sub(b).max(1)));
+                self.out.sleeps += 1;
+            }
+        }
+        self.th.get_mut(&task).expect("ours").blocked_at = None;
+    }
+
+    /// A fork between recorded threads: the child waits at its start for
+    /// its parent's fork point.
+    fn fork(&mut self, at: u64, p: TaskId, c: TaskId) {
+        if !(self.th.contains_key(&p) && self.th.contains_key(&c)) {
+            return;
+        }
+        let f = format!("fork>{}", short(self.names, c));
+        let ps = self.th.get_mut(&p).expect("ours");
+        ps.flush(at);
+        ps.program.push(wake_of(f.clone()));
+        self.th
+            .get_mut(&c)
+            .expect("ours")
+            .program
+            .splice(0..0, wait_on(f));
+    }
+
+    fn exit(&mut self, at: u64, t: TaskId) {
+        if let Some(t) = self.th.get_mut(&t) {
+            t.flush(at);
+            t.running_since = None;
+            t.done = true;
+        }
+    }
+
+    /// The last pass: a thread still running at `end` is flushed there,
+    /// and each thread's program is done.
+    fn finish(mut self, end: u64) -> Converted {
+        for (id, mut t) in self.th {
+            if !t.done {
+                t.flush(end);
+            }
+            self.out.threads.insert(
+                id,
+                Replayed {
+                    program: t.program,
+                    start_cpu: t.start_cpu,
+                    cpu_ns: t.cpu_ns,
+                },
+            );
+        }
+        self.out
+    }
 }
 
 #[cfg(test)]

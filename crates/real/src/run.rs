@@ -83,70 +83,9 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
             proc_names.push(pname);
             n
         });
-        let cpu = match &t.start_in {
-            Some(set) => {
-                let c: Vec<usize> = set.iter().map(|c| c.index()).collect();
-                c[rand::Rng::gen_range(&mut rng, 0..c.len())]
-            }
-            None => t.start_cpu.index(),
-        };
-        if cpu >= ncpus {
-            return Err(Error::Input(format!(
-                "task {:?} starts on cpu{cpu}, which this machine lacks (it has {ncpus} CPUs): a real run runs here",
-                t.name
-            )));
-        }
-        let mask = t.spec.mask.map(|m| {
-            m.iter()
-                .map(|c| c.index())
-                .filter(|&c| c < ncpus)
-                .collect::<Vec<_>>()
-        });
-        if mask.as_ref().is_some_and(|m| m.is_empty()) {
-            return Err(Error::Input(format!(
-                "task {:?}: its mask names no CPU of this machine's {ncpus}",
-                t.name
-            )));
-        }
-        let (nice, rt) = match t.spec.band {
-            Band::Fair { nice } => (nice, None),
-            Band::Rt { prio } => (0, Some(prio)),
-        };
-        if rt.is_some() && !sys::is_root() {
-            return Err(Error::Input(format!(
-                "task {:?} is real-time (SCHED_FIFO), which needs root or CAP_SYS_NICE",
-                t.name
-            )));
-        }
-        if t.spec.cookie != 0 && !sys::has_core_sched() {
-            return Err(Error::Input(format!(
-                "task {:?} has a core-scheduling cookie, but this kernel has no core scheduling (CONFIG_SCHED_CORE; PR_SCHED_CORE is refused)",
-                t.name
-            )));
-        }
-        tasks.push(TaskStart {
-            name: t.name.clone(),
-            cpu,
-            mask,
-            nice,
-            rt,
-            slice_ns: t.spec.slice_ns,
-            cookie: (t.spec.cookie != 0).then(|| {
-                let n = cookies.len();
-                *cookies.entry(t.spec.cookie).or_insert(n)
-            }),
-            proc,
-        });
+        tasks.push(task_start(t, proc, ncpus, &mut rng, &mut cookies)?);
     }
-    let all = programs.iter().flat_map(|p| p.iter());
-    let (mut buf, mut io) = (64usize, false);
-    for i in all {
-        match *i {
-            Instr::Call { bytes, .. } | Instr::Reply { bytes } => buf = buf.max(bytes as usize),
-            Instr::Io(_) => io = true,
-            _ => {}
-        }
-    }
+    let (buf, io) = buffer_and_io(&programs);
     let kinds = Kinds::new(&objects);
     let slots = spec.tasks.len() + spec.max_tasks;
     // Cookies' lines follow the objects'.
@@ -174,16 +113,7 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
         (None, None)
     };
     let metrics = code.metrics.clone();
-    let mut masks = Vec::new();
-    for m in &code.masks {
-        let cpus: Vec<usize> = m.iter().map(|c| c.index()).filter(|&c| c < ncpus).collect();
-        if cpus.is_empty() {
-            return Err(Error::Input(format!(
-                "an affinity op names no CPU of this machine's {ncpus}"
-            )));
-        }
-        masks.push(cpus);
-    }
+    let masks = affinity_masks(&code.masks, ncpus)?;
     Ok(Prepared {
         run: Arc::new(Run {
             shm,
@@ -205,6 +135,107 @@ pub fn prepare(spec: &SimSpec, seed: u64, machine_cpus: &[usize]) -> Result<Prep
         proc_names,
         io_path,
     })
+}
+
+/// Task `t` of process `proc` ready to start here: its first CPU (drawn
+/// from its `start_in` set by `rng`), its mask on this machine's `ncpus`,
+/// its class, and its core-scheduling cookie's index in `cookies`;
+/// refused with why when this machine or this user cannot run it.
+fn task_start(
+    t: &schedlab_sim::TaskDef,
+    proc: usize,
+    ncpus: usize,
+    rng: &mut rand_chacha::ChaCha8Rng,
+    cookies: &mut BTreeMap<u64, usize>,
+) -> Result<TaskStart, Error> {
+    let cpu = match &t.start_in {
+        Some(set) => {
+            let c: Vec<usize> = set.iter().map(|c| c.index()).collect();
+            c[rand::Rng::gen_range(rng, 0..c.len())]
+        }
+        None => t.start_cpu.index(),
+    };
+    if cpu >= ncpus {
+        return Err(Error::Input(format!(
+            "task {:?} starts on cpu{cpu}, which this machine lacks (it has {ncpus} CPUs): a real run runs here",
+            t.name
+        )));
+    }
+    let mask = t.spec.mask.map(|m| {
+        m.iter()
+            .map(|c| c.index())
+            .filter(|&c| c < ncpus)
+            .collect::<Vec<_>>()
+    });
+    if mask.as_ref().is_some_and(|m| m.is_empty()) {
+        return Err(Error::Input(format!(
+            "task {:?}: its mask names no CPU of this machine's {ncpus}",
+            t.name
+        )));
+    }
+    let (nice, rt) = match t.spec.band {
+        Band::Fair { nice } => (nice, None),
+        Band::Rt { prio } => (0, Some(prio)),
+    };
+    if rt.is_some() && !sys::is_root() {
+        return Err(Error::Input(format!(
+            "task {:?} is real-time (SCHED_FIFO), which needs root or CAP_SYS_NICE",
+            t.name
+        )));
+    }
+    if t.spec.cookie != 0 && !sys::has_core_sched() {
+        return Err(Error::Input(format!(
+            "task {:?} has a core-scheduling cookie, but this kernel has no core scheduling (CONFIG_SCHED_CORE; PR_SCHED_CORE is refused)",
+            t.name
+        )));
+    }
+    Ok(TaskStart {
+        name: t.name.clone(),
+        cpu,
+        mask,
+        nice,
+        rt,
+        slice_ns: t.spec.slice_ns,
+        cookie: (t.spec.cookie != 0).then(|| {
+            let n = cookies.len();
+            *cookies.entry(t.spec.cookie).or_insert(n)
+        }),
+        proc,
+    })
+}
+
+/// The largest message a call or reply moves (at least 64 bytes), and
+/// whether any program does I/O.
+fn buffer_and_io(programs: &[Arc<[Instr]>]) -> (usize, bool) {
+    let (mut buf, mut io) = (64usize, false);
+    for i in programs.iter().flat_map(|p| p.iter()) {
+        match *i {
+            Instr::Call { bytes, .. } | Instr::Reply { bytes } => buf = buf.max(bytes as usize),
+            Instr::Io(_) => io = true,
+            _ => {}
+        }
+    }
+    (buf, io)
+}
+
+/// The affinity ops' masks on this machine's `ncpus`; a mask that names
+/// none of them is refused.
+fn affinity_masks(
+    masks: &[schedlab_topology::CpuSet],
+    ncpus: usize,
+) -> Result<Vec<Vec<usize>>, Error> {
+    masks
+        .iter()
+        .map(|m| {
+            let cpus: Vec<usize> = m.iter().map(|c| c.index()).filter(|&c| c < ncpus).collect();
+            if cpus.is_empty() {
+                return Err(Error::Input(format!(
+                    "an affinity op names no CPU of this machine's {ncpus}"
+                )));
+            }
+            Ok(cpus)
+        })
+        .collect()
 }
 
 /// The file `io` ops `pread`: 16 MiB the run writes under the temporary
@@ -296,7 +327,7 @@ fn manager(run: &Arc<Run>, index: usize, report: i32) -> ! {
 }
 
 /// Why a run ended.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum End {
     /// Every task exited.
     Done,

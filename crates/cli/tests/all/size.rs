@@ -54,26 +54,6 @@ const LONG_FNS: &[(&str, &str, &str)] = &[
         "rt-app's task section, key by key",
     ),
     (
-        "crates/real/src/record.rs",
-        "read",
-        "one arm per tracefs event the recording reads",
-    ),
-    (
-        "crates/real/src/lib.rs",
-        "run_caught",
-        "a real run's setup and guaranteed cleanup, in order",
-    ),
-    (
-        "crates/real/src/run.rs",
-        "prepare",
-        "a real run's layout: processes, slots, shared memory, in order",
-    ),
-    (
-        "crates/real/src/replay.rs",
-        "convert",
-        "a recording's threads to programs, block by block",
-    ),
-    (
         "crates/cli/tests/all/validate.rs",
         "calibrate_then_validate_one_workload",
         "one end-to-end test, step by step",
