@@ -319,18 +319,7 @@ impl Topology {
         llcs: &[CpuSet],
         nodes: &[(u32, CpuSet)],
     ) -> Result<Topology, TopologyError> {
-        let all = disjoint_union("SMT core", cores.iter())?;
-        let n = all.weight();
-        if n == 0 {
-            return Err(TopologyError::NoCpus);
-        }
-        if all != CpuSet::first_n(n) {
-            let missing = (0..n)
-                .map(CpuId::new)
-                .find(|c| !all.contains(*c))
-                .expect("a set of n ids that is not 0..n misses one below n");
-            return Err(TopologyError::NotDense { missing, cpus: all });
-        }
+        let all = dense_union(cores)?;
         let llc_all = disjoint_union("LLC", llcs.iter())?;
         let node_all = disjoint_union("NUMA node", nodes.iter().map(|(_, s)| s))?;
         covers("LLC", &all, &llc_all)?;
@@ -340,78 +329,9 @@ impl Topology {
         cores.sort_by_key(|c| c.first());
         let mut llc_sets: Vec<CpuSet> = llcs.to_vec();
         llc_sets.sort_by_key(|c| c.first());
-        let mut node_list: Vec<(u32, CpuSet)> = nodes.to_vec();
-        node_list.sort_by_key(|(id, _)| *id);
-        for w in node_list.windows(2) {
-            if w[0].0 == w[1].0 {
-                return Err(TopologyError::DuplicateNode { id: w[0].0 });
-            }
-        }
-        // Drop memory-only nodes (no CPUs): sysfs lists them, we have no use.
-        node_list.retain(|(_, s)| !s.is_empty());
-
-        let mut places = alloc::vec![
-            CpuPlace {
-                core: 0,
-                llc: 0,
-                llc_id: LlcId(0),
-                node: 0
-            };
-            n
-        ];
-        for (k, l) in llc_sets.iter().enumerate() {
-            let id = LlcId::of_first_cpu(l.first().expect("LLCs are non-empty"));
-            for c in l {
-                places[c.index()].llc = k as u16;
-                places[c.index()].llc_id = id;
-            }
-        }
-        for (k, (_, s)) in node_list.iter().enumerate() {
-            for c in s {
-                places[c.index()].node = k as u16;
-            }
-        }
-        for (k, core) in cores.iter().enumerate() {
-            let first = core.first().expect("cores are non-empty");
-            let llc = places[first.index()].llc;
-            for c in core {
-                places[c.index()].core = k as u16;
-                if places[c.index()].llc != llc {
-                    return Err(TopologyError::CoreSpansLlcs {
-                        core: *core,
-                        llc_a: llc_sets[llc as usize],
-                        llc_b: llc_sets[places[c.index()].llc as usize],
-                        cpu_b: c,
-                    });
-                }
-            }
-        }
-        let mut llc_list = Vec::with_capacity(llc_sets.len());
-        for (k, l) in llc_sets.iter().enumerate() {
-            let first = l.first().expect("LLCs are non-empty");
-            let node = places[first.index()].node;
-            for c in l {
-                let other = places[c.index()].node;
-                if other != node {
-                    return Err(TopologyError::LlcSpansNodes {
-                        llc: *l,
-                        node_a: node_list[node as usize].0,
-                        node_b: node_list[other as usize].0,
-                        cpu_b: c,
-                    });
-                }
-            }
-            let core_ids: Vec<u16> = (0..cores.len() as u16)
-                .filter(|&i| places[cores[i as usize].first().unwrap().index()].llc == k as u16)
-                .collect();
-            llc_list.push(Llc {
-                id: LlcId::of_first_cpu(first),
-                cpus: *l,
-                cores: core_ids,
-                node,
-                bytes: DEFAULT_LLC_BYTES,
-            });
-        }
+        let node_list = sorted_nodes(nodes)?;
+        let places = places(all.weight(), &cores, &llc_sets, &node_list)?;
+        let llc_list = llc_list(&places, &cores, &llc_sets, &node_list)?;
         let node_out = node_list
             .iter()
             .enumerate()
@@ -604,6 +524,121 @@ impl Topology {
     pub fn max_threads_per_core(&self) -> usize {
         self.cores.iter().map(CpuSet::weight).max().unwrap_or(0)
     }
+}
+
+/// The CPUs of `cores`, which must not overlap and must be `0..n`.
+fn dense_union(cores: &[CpuSet]) -> Result<CpuSet, TopologyError> {
+    let all = disjoint_union("SMT core", cores.iter())?;
+    let n = all.weight();
+    if n == 0 {
+        return Err(TopologyError::NoCpus);
+    }
+    if all != CpuSet::first_n(n) {
+        let missing = (0..n)
+            .map(CpuId::new)
+            .find(|c| !all.contains(*c))
+            .expect("a set of n ids that is not 0..n misses one below n");
+        return Err(TopologyError::NotDense { missing, cpus: all });
+    }
+    Ok(all)
+}
+
+/// The nodes by id, each id once, memory-only nodes (no CPUs) dropped:
+/// sysfs lists them, we have no use.
+fn sorted_nodes(nodes: &[(u32, CpuSet)]) -> Result<Vec<(u32, CpuSet)>, TopologyError> {
+    let mut node_list: Vec<(u32, CpuSet)> = nodes.to_vec();
+    node_list.sort_by_key(|(id, _)| *id);
+    for w in node_list.windows(2) {
+        if w[0].0 == w[1].0 {
+            return Err(TopologyError::DuplicateNode { id: w[0].0 });
+        }
+    }
+    node_list.retain(|(_, s)| !s.is_empty());
+    Ok(node_list)
+}
+
+/// Each CPU's core, LLC and node (indices into the sorted lists); a core
+/// that spans two LLCs is refused.
+fn places(
+    n: usize,
+    cores: &[CpuSet],
+    llc_sets: &[CpuSet],
+    node_list: &[(u32, CpuSet)],
+) -> Result<Vec<CpuPlace>, TopologyError> {
+    let mut places = alloc::vec![
+        CpuPlace {
+            core: 0,
+            llc: 0,
+            llc_id: LlcId(0),
+            node: 0
+        };
+        n
+    ];
+    for (k, l) in llc_sets.iter().enumerate() {
+        let id = LlcId::of_first_cpu(l.first().expect("LLCs are non-empty"));
+        for c in l {
+            places[c.index()].llc = k as u16;
+            places[c.index()].llc_id = id;
+        }
+    }
+    for (k, (_, s)) in node_list.iter().enumerate() {
+        for c in s {
+            places[c.index()].node = k as u16;
+        }
+    }
+    for (k, core) in cores.iter().enumerate() {
+        let first = core.first().expect("cores are non-empty");
+        let llc = places[first.index()].llc;
+        for c in core {
+            places[c.index()].core = k as u16;
+            if places[c.index()].llc != llc {
+                return Err(TopologyError::CoreSpansLlcs {
+                    core: *core,
+                    llc_a: llc_sets[llc as usize],
+                    llc_b: llc_sets[places[c.index()].llc as usize],
+                    cpu_b: c,
+                });
+            }
+        }
+    }
+    Ok(places)
+}
+
+/// The LLCs with their cores and node; an LLC that spans two nodes is
+/// refused.
+fn llc_list(
+    places: &[CpuPlace],
+    cores: &[CpuSet],
+    llc_sets: &[CpuSet],
+    node_list: &[(u32, CpuSet)],
+) -> Result<Vec<Llc>, TopologyError> {
+    let mut llc_list = Vec::with_capacity(llc_sets.len());
+    for (k, l) in llc_sets.iter().enumerate() {
+        let first = l.first().expect("LLCs are non-empty");
+        let node = places[first.index()].node;
+        for c in l {
+            let other = places[c.index()].node;
+            if other != node {
+                return Err(TopologyError::LlcSpansNodes {
+                    llc: *l,
+                    node_a: node_list[node as usize].0,
+                    node_b: node_list[other as usize].0,
+                    cpu_b: c,
+                });
+            }
+        }
+        let core_ids: Vec<u16> = (0..cores.len() as u16)
+            .filter(|&i| places[cores[i as usize].first().unwrap().index()].llc == k as u16)
+            .collect();
+        llc_list.push(Llc {
+            id: LlcId::of_first_cpu(first),
+            cpus: *l,
+            cores: core_ids,
+            node,
+            bytes: DEFAULT_LLC_BYTES,
+        });
+    }
+    Ok(llc_list)
 }
 
 fn disjoint_union<'a>(

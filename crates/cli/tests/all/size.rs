@@ -4,6 +4,9 @@
 //! listed item that no longer breaks it must leave the list (the test says
 //! so), and nothing new may join it silently.
 //!
+//! A listed function is still at most 120 lines, and at most three
+//! outside tests may be listed: the exceptions stay exceptions.
+//!
 //! Functions are found as rustfmt lays them out: a line whose code starts
 //! with `fn` (after `pub`, `pub(..)`, `const`), ending at the first `}` at
 //! its indentation.
@@ -12,13 +15,13 @@ use std::path::{Path, PathBuf};
 
 const MAX_FILE_LINES: usize = 700;
 const MAX_FN_LINES: usize = 80;
+/// No function, listed or not, is longer.
+const MAX_LISTED_FN_LINES: usize = 120;
+/// Listed functions outside tests, at most.
+const MAX_LISTED_FNS: usize = 3;
 
 /// Files allowed past the line limit: (path from the workspace root, why).
 const LONG_FILES: &[(&str, &str)] = &[
-    (
-        "crates/scenarios/src/rtapp/mod.rs",
-        "rt-app's JSON grammar as rt-app's parser reads it, key by key; to be split by section (global, tasks, phases)",
-    ),
 ];
 
 /// Functions allowed past the line limit: (file, function, why).
@@ -39,29 +42,9 @@ const LONG_FNS: &[(&str, &str, &str)] = &[
         "one arm per rt-app event kind, in rt-app's parse_thread_event_data() order",
     ),
     (
-        "crates/scenarios/src/rtapp/json.rs",
-        "workgen",
-        "rt-app's workgen preprocessing, step by step as the script does it",
-    ),
-    (
-        "crates/scenarios/src/rtapp/mod.rs",
-        "load_str",
-        "rt-app's global section, key by key",
-    ),
-    (
-        "crates/scenarios/src/rtapp/mod.rs",
-        "read_thread",
-        "rt-app's task section, key by key",
-    ),
-    (
         "crates/cli/tests/all/validate.rs",
         "calibrate_then_validate_one_workload",
         "one end-to-end test, step by step",
-    ),
-    (
-        "crates/topology/src/topology.rs",
-        "from_groups",
-        "the topology's invariants checked one by one with their errors",
     ),
 ];
 
@@ -145,7 +128,11 @@ fn no_file_over_700_lines_and_no_function_over_80_but_the_listed() {
             }
         }
         for (name, line, len) in long_fns(&text) {
-            if LONG_FNS.iter().any(|(p, f, _)| *p == rel && *f == name) {
+            if len > MAX_LISTED_FN_LINES {
+                broken.push(format!(
+                    "{rel}:{line}: fn {name} is {len} lines (at most {MAX_LISTED_FN_LINES}, listed or not)"
+                ));
+            } else if LONG_FNS.iter().any(|(p, f, _)| *p == rel && *f == name) {
                 seen_fns.push((rel.clone(), name));
             } else {
                 broken.push(format!(
@@ -167,6 +154,15 @@ fn no_file_over_700_lines_and_no_function_over_80_but_the_listed() {
                 "{p}: fn {f} listed as too long but it is not: take it off LONG_FNS"
             ));
         }
+    }
+    let listed = LONG_FNS
+        .iter()
+        .filter(|(p, _, _)| !p.contains("/tests/"))
+        .count();
+    if listed > MAX_LISTED_FNS {
+        broken.push(format!(
+            "{listed} functions outside tests listed as too long (at most {MAX_LISTED_FNS}): split one"
+        ));
     }
     assert!(
         broken.is_empty(),

@@ -160,6 +160,50 @@ fn blank_trailing_commas(b: &mut [u8]) {
     }
 }
 
+/// An object or array `workgen` is inside of.
+struct Frame {
+    object: bool,
+    /// The key it is the value of.
+    key: Option<String>,
+    /// The keys it has, as numbered.
+    keys: std::collections::BTreeSet<String>,
+    next_id: u32,
+}
+
+impl Frame {
+    /// Key `name` as workgen numbers it here: itself the first time, else
+    /// with the counter appended, moved on while the numbered key is taken.
+    fn numbered(&mut self, name: &str) -> String {
+        let mut key = name.to_string();
+        while self.keys.contains(&key) {
+            key = format!("{name}{}", self.next_id);
+            if self.keys.contains(&key) {
+                self.next_id += 1;
+            }
+        }
+        self.keys.insert(key.clone());
+        key
+    }
+}
+
+/// The closing quote of the string opening at `b[i]`, past escapes.
+fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
+    i += 1;
+    while i < b.len() && b[i] != b'"' {
+        i += if b[i] == b'\\' { 2 } else { 1 };
+    }
+    (i < b.len()).then_some(i)
+}
+
+/// The thread whose object the innermost frame is in (`tasks.THREAD`, at
+/// any depth below it).
+fn thread_of(stack: &[Frame]) -> Option<String> {
+    match (stack.get(1), stack.get(2)) {
+        (Some(t), Some(th)) if t.key.as_deref() == Some("tasks") => th.key.clone(),
+        _ => None,
+    }
+}
+
 /// What rt-app's `workgen` script does to a file before rt-app reads it
 /// (`doc/workgen`: `check_suspend_json()`, then `check_unikid_json()`),
 /// done on the JSON's tokens rather than its lines:
@@ -175,12 +219,6 @@ fn blank_trailing_commas(b: &mut [u8]) {
 /// No newline is added, so lines stay the file's; a column after an
 /// insertion on its line moves by the insertion.
 pub(super) fn workgen(text: &str) -> (String, Vec<(usize, String)>) {
-    struct Frame {
-        object: bool,
-        key: Option<String>,
-        keys: std::collections::BTreeSet<String>,
-        next_id: u32,
-    }
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut notes = Vec::new();
@@ -209,46 +247,31 @@ pub(super) fn workgen(text: &str) -> (String, Vec<(usize, String)>) {
             }
             b'"' => {
                 let start = i;
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                if i >= b.len() {
+                let Some(close) = string_end(b, i) else {
                     // An unterminated string: the parser reports it.
                     break;
-                }
+                };
+                i = close;
                 let end = i + 1;
                 let name = &text[start + 1..i];
                 let next = b[end..].iter().find(|c| !c.is_ascii_whitespace()).copied();
                 let in_object = stack.last().is_some_and(|f| f.object);
                 if expect_key && in_object && matches!(next, Some(b':' | b',' | b'}')) {
                     let bare = next != Some(b':');
-                    let thread = match (stack.get(1), stack.get(2)) {
-                        (Some(t), Some(th)) if t.key.as_deref() == Some("tasks") => th.key.clone(),
-                        _ => None,
-                    };
+                    let thread = thread_of(&stack);
                     if bare && (name != "suspend" || thread.is_none()) {
                         // A syntax error, left for the parser to report.
                         i = end;
                         expect_key = false;
                         continue;
                     }
-                    let f = stack.last_mut().expect("in an object");
-                    let mut key = name.to_string();
-                    if f.keys.contains(&key) {
-                        loop {
-                            key = format!("{name}{}", f.next_id);
-                            if !f.keys.contains(&key) {
-                                break;
-                            }
-                            f.next_id += 1;
-                        }
+                    let key = stack.last_mut().expect("in an object").numbered(name);
+                    if key != name {
                         notes.push((
                             start,
                             format!("{name:?} repeated in one object: read as {key:?}, the number workgen gives it"),
                         ));
                     }
-                    f.keys.insert(key.clone());
                     out.push_str(&text[copied..start]);
                     out.push_str(&format!("\"{key}\""));
                     copied = end;

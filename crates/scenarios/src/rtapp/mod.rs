@@ -92,10 +92,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use schedlab_sim::sched::TaskSpec;
 use schedlab_sim::{Figure, Op};
 use schedlab_topology::read::{read_text, ReadError};
-use schedlab_topology::{CpuId, CpuSet, Topology};
+use schedlab_topology::Topology;
 use serde_json::value::RawValue;
 
 use crate::{Builder, Params, Scenario};
@@ -103,9 +102,11 @@ use crate::{Builder, Params, Scenario};
 mod events;
 mod json;
 pub mod log;
+mod tasks;
 
-use events::{event, stamp, EVENTS, UNIQUE};
+use events::UNIQUE;
 use json::{strip_comments, workgen, Obj, Reader, Res};
+use tasks::{read_tasks, Thread};
 
 /// Bytes per ns `mem` and `iorun` are charged at: 10 GB/s, an estimate of
 /// one core's `memset` bandwidth to a buffer of rt-app's default size.
@@ -144,17 +145,7 @@ pub fn load_str(
     let whole = |message: String| ReadError::whole(file, message);
     let stripped = strip_comments(text).map_err(whole)?;
     let (clean, rewrites) = workgen(&stripped);
-    let root: Obj = serde_json::from_str(&clean).map_err(|e| ReadError {
-        file: file.to_path_buf(),
-        line: Some(e.line()),
-        column: Some(e.column()),
-        message: e
-            .to_string()
-            .split(" at line")
-            .next()
-            .unwrap_or("")
-            .to_string(),
-    })?;
+    let root: Obj = serde_json::from_str(&clean).map_err(|e| json_error(&e, file))?;
     let mut r = Reader {
         text: &clean,
         file,
@@ -178,24 +169,7 @@ pub fn load_str(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "rt-app".into());
     let mut b = Builder::new(&stem, topology);
-    let mut global = Global::default();
-    let mut tasks = None;
-    // The `tasks` object is read last, after `global` and `resources`
-    // wherever the file puts them.
-    for (k, v) in &root.0 {
-        match k.as_str() {
-            "global" => global = read_global(&mut r, v)?,
-            "tasks" => tasks = Some(r.obj(v)?),
-            "resources" => read_resources(&mut r, v)?,
-            _ => {
-                return Err(r.at(
-                    v,
-                    format!("unknown key {k:?}: expected tasks, global or resources"),
-                ))
-            }
-        }
-    }
-    let tasks = tasks.ok_or_else(|| whole("expected a \"tasks\" object, found none".into()))?;
+    let (global, tasks) = read_root(&mut r, &root)?;
     let threads = read_tasks(&mut r, &tasks, &global, b.topology())?;
     let endless = build(&mut b, threads);
     match global.duration_s {
@@ -222,16 +196,62 @@ pub fn load_str(
     b.common(&mut params).map_err(|e| whole(e.0))?;
     let used = params.finish(&stem).map_err(|e| whole(e.0))?;
     let mut s = b.build(used);
-    let programs = s.spec.tasks.iter().map(|t| t.program.as_slice());
-    for w in crate::check::never_woken(programs.chain(s.spec.programs.values().map(Vec::as_slice)))
-    {
-        r.notes.push(format!(
-            "{}: warning: {w} is waited on and signalled by no event: each wait lasts for ever",
-            file.display()
-        ));
-    }
+    r.notes.extend(never_woken_notes(&s, file));
     s.notes = r.notes;
     Ok(s)
+}
+
+/// serde_json's error at its line and column, without its own "at line".
+fn json_error(e: &serde_json::Error, file: &Path) -> ReadError {
+    ReadError {
+        file: file.to_path_buf(),
+        line: Some(e.line()),
+        column: Some(e.column()),
+        message: e
+            .to_string()
+            .split(" at line")
+            .next()
+            .unwrap_or("")
+            .to_string(),
+    }
+}
+
+/// The file's top level: `global` and `resources` read, and the `tasks`
+/// object returned to be read last, after them wherever the file puts
+/// them.
+fn read_root<'a>(r: &mut Reader<'a>, root: &Obj<'a>) -> Res<(Global, Obj<'a>)> {
+    let mut global = Global::default();
+    let mut tasks = None;
+    for (k, v) in &root.0 {
+        match k.as_str() {
+            "global" => global = read_global(r, v)?,
+            "tasks" => tasks = Some(r.obj(v)?),
+            "resources" => read_resources(r, v)?,
+            _ => {
+                return Err(r.at(
+                    v,
+                    format!("unknown key {k:?}: expected tasks, global or resources"),
+                ))
+            }
+        }
+    }
+    let tasks =
+        tasks.ok_or_else(|| ReadError::whole(r.file, "expected a \"tasks\" object, found none"))?;
+    Ok((global, tasks))
+}
+
+/// A warning per object that is waited on and that no event signals.
+fn never_woken_notes(s: &Scenario, file: &Path) -> Vec<String> {
+    let programs = s.spec.tasks.iter().map(|t| t.program.as_slice());
+    crate::check::never_woken(programs.chain(s.spec.programs.values().map(Vec::as_slice)))
+        .into_iter()
+        .map(|w| {
+            format!(
+                "{}: warning: {w} is waited on and signalled by no event: each wait lasts for ever",
+                file.display()
+            )
+        })
+        .collect()
 }
 
 /// The file as rt-app itself should run it beside a simulation: comments
@@ -356,339 +376,6 @@ fn read_resources<'a>(r: &mut Reader<'a>, v: &'a RawValue) -> Res<()> {
         }
     }
     Ok(())
-}
-
-/// One thread object, read.
-struct Thread {
-    name: String,
-    instances: u32,
-    spec: TaskSpec,
-    cpus: Option<CpuSet>,
-    /// The program of one instance; `unique` timers are named per instance
-    /// when the instances are made.
-    program: Vec<Op>,
-    /// It loops for ever.
-    endless: bool,
-}
-
-/// The scheduling properties of a thread or a phase.
-#[derive(Default, Clone, PartialEq)]
-struct Sched {
-    policy: Option<String>,
-    priority: Option<i64>,
-    cpus: Option<Vec<usize>>,
-    /// Where `cpus` is in the file, for its errors.
-    cpus_at: usize,
-}
-
-fn read_tasks<'a>(
-    r: &mut Reader<'a>,
-    tasks: &Obj<'a>,
-    g: &Global,
-    topo: &Topology,
-) -> Res<Vec<Thread>> {
-    let names: Vec<&str> = tasks.0.iter().map(|(k, _)| k.as_str()).collect();
-    let mut out = Vec::new();
-    for (name, v) in &tasks.0 {
-        let t = read_thread(r, name, v, g, topo, &names)?;
-        out.push(t);
-    }
-    // Barriers wait for every reference times its thread's instances.
-    let mut users: BTreeMap<String, u32> = BTreeMap::new();
-    for t in &out {
-        count_barriers(&t.program, t.instances, &mut users);
-    }
-    for t in &mut out {
-        set_barriers(&mut t.program, &users);
-    }
-    Ok(out)
-}
-
-fn count_barriers(ops: &[Op], instances: u32, users: &mut BTreeMap<String, u32>) {
-    crate::check::for_each_op(ops, &mut |op| {
-        if let Op::Barrier { barrier, .. } = op {
-            *users.entry(barrier.clone()).or_default() += instances;
-        }
-    });
-}
-
-fn set_barriers(ops: &mut [Op], users: &BTreeMap<String, u32>) {
-    for op in ops {
-        match op {
-            Op::Barrier { barrier, n } => *n = users.get(barrier).copied().unwrap_or(1),
-            Op::Loop { body, .. } => set_barriers(body, users),
-            _ => {}
-        }
-    }
-}
-
-/// A loop count: -1 (or any negative) is for ever.
-fn times(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
-}
-
-fn read_thread<'a>(
-    r: &mut Reader<'a>,
-    name: &str,
-    v: &'a RawValue,
-    g: &Global,
-    topo: &Topology,
-    names: &[&str],
-) -> Res<Thread> {
-    let obj = r.obj(v)?;
-    r.held.clear();
-    let mut sched = Sched::default();
-    let (mut instances, mut delay, mut thread_loop) = (1u32, 0u64, None);
-    let mut phases = None;
-    for (k, v) in &obj.0 {
-        match k.as_str() {
-            "instance" => {
-                let n = r.int(v)?;
-                instances = u32::try_from(n)
-                    .ok()
-                    .filter(|&n| n <= 4096)
-                    .ok_or_else(|| r.at(v, format!("expected 0 to 4096 instances, found {n}")))?;
-            }
-            "delay" => delay = r.us(v)?,
-            "loop" => thread_loop = Some(r.int(v)?),
-            "phases" => phases = Some(r.obj(v)?),
-            _ => {}
-        }
-    }
-    let mut ph = Vec::new();
-    let endless;
-    match phases {
-        Some(p) => {
-            for (k, v) in &obj.0 {
-                if !read_property(r, k, v, &mut sched)? && !is_thread_key(k) {
-                    return Err(r.at(v, format!("{k:?} in thread {name:?}: events go inside its phases when it has phases")));
-                }
-            }
-            let mut phases = Vec::new();
-            for (_, pv) in &p.0 {
-                let pobj = r.obj(pv)?;
-                let (op, own) = read_phase(r, &pobj, Some(&sched), names, name)?;
-                phases.push((op, cpu_set(r, &own, topo)?));
-            }
-            // rt-app sets a thread's affinity at each phase: the phase's
-            // cpus, else the thread's (set_thread_affinity()).
-            let moves = phases.iter().any(|(_, c)| c.is_some());
-            let thread_cpus = cpu_set(r, &sched, topo)?.unwrap_or(*topo.cpus());
-            for (op, cpus) in phases {
-                if moves {
-                    let set = cpus.unwrap_or(thread_cpus);
-                    ph.push(Op::Affinity {
-                        cpus: set.iter().map(|c| c.index()).collect(),
-                    });
-                }
-                ph.push(op);
-            }
-            let n = thread_loop.unwrap_or(-1);
-            endless = n < 0;
-            ph = vec![Op::Loop {
-                n: times(n),
-                body: ph,
-            }];
-        }
-        None => {
-            let (phase, own) = read_phase(r, &obj, None, names, name)?;
-            sched = own;
-            // A `loop` key loops the one phase; without one, the thread
-            // loops for ever (parse_task_data()).
-            endless = thread_loop.is_none();
-            ph = vec![Op::Loop {
-                n: if endless { u64::MAX } else { 1 },
-                body: vec![phase],
-            }];
-        }
-    }
-    let (spec, cpus) = class(r, v, &sched, g, topo)?;
-    let mut program = Vec::new();
-    if delay > 0 {
-        program.push(Op::Sleep(delay));
-    }
-    program.extend(ph);
-    Ok(Thread {
-        name: name.to_string(),
-        instances,
-        spec,
-        cpus,
-        program,
-        endless,
-    })
-}
-
-fn is_thread_key(k: &str) -> bool {
-    matches!(k, "instance" | "delay" | "loop" | "phases")
-}
-
-/// Reads a scheduling or ignored property into `s`: `true` if `k` is one.
-fn read_property<'a>(r: &mut Reader<'a>, k: &str, v: &'a RawValue, s: &mut Sched) -> Res<bool> {
-    match k {
-        "policy" => s.policy = Some(r.string(v)?),
-        "priority" => s.priority = Some(r.int(v)?),
-        "cpus" => {
-            s.cpus = Some(r.parse(v, "an array of CPU numbers")?);
-            s.cpus_at = r.offset(v);
-        }
-        "taskgroup" => r.note(v, "warning: taskgroup ignored (no cgroups are modelled)"),
-        "util_min" | "util_max" | "nodes_membind" | "membind_nodes" => {
-            r.note(v, &format!("{k}: ignored (not modelled)"))
-        }
-        // Only SCHED_DEADLINE reads them (and the legacy `period`,
-        // `deadline`), and it is refused.
-        "dl-runtime" | "dl-period" | "dl-deadline" | "period" | "deadline" => {}
-        _ => return Ok(false),
-    }
-    Ok(true)
-}
-
-/// A phase: its events in order, repeated its `loop`, and its scheduling
-/// properties. `thread` is the thread's scheduling, which a phase may
-/// repeat but not change (`None`: the thread is its one phase).
-fn read_phase<'a>(
-    r: &mut Reader<'a>,
-    obj: &Obj<'a>,
-    thread: Option<&Sched>,
-    names: &[&str],
-    me: &str,
-) -> Res<(Op, Sched)> {
-    let mut body = Vec::new();
-    let mut n = 1i64;
-    let mut own = Sched::default();
-    for (k, v) in &obj.0 {
-        if let Some(ev) = EVENTS.iter().find(|e| k.starts_with(**e)) {
-            event(r, ev, v, names, me, &mut body)?;
-        } else if k == "loop" {
-            n = r.int(v)?;
-        } else if read_property(r, k, v, &mut own)? {
-            if let Some(t) = thread {
-                let differs = (own.policy.is_some() && own.policy != t.policy)
-                    || (own.priority.is_some() && own.priority != t.priority);
-                if differs {
-                    return Err(r.at(v, format!("{k} in a phase, unlike its thread's: a simulated thread's class is fixed (its affinity may change by phase)")));
-                }
-            }
-        } else if matches!(k.as_str(), "exec" | "lock_order" | "resources") {
-            return Err(r.at(
-                v,
-                format!("{k:?}: rt-app's first grammar (exec, period, lock_order, resources per thread) is not read; write the thread as events (run, sleep, lock, wait, signal, ...)"),
-            ));
-        } else if thread.is_some() || !is_thread_key(k) {
-            return Err(r.at(
-                v,
-                format!(
-                    "unknown key {k:?}: expected an event ({}) or loop, cpus, policy, priority",
-                    EVENTS.join(", ")
-                ),
-            ));
-        }
-    }
-    if body.is_empty() {
-        let first = obj.0.first().map(|(_, v)| *v);
-        let msg = "expected at least one event in a phase, found none".to_string();
-        return Err(match first {
-            Some(v) => r.at(v, msg),
-            None => ReadError {
-                file: r.file.to_path_buf(),
-                line: None,
-                column: None,
-                message: format!("thread {me:?}: {msg}"),
-            },
-        });
-    }
-    // rt-app's log: a stamp at the loop's start naming what it
-    // configures, and one at its end.
-    let (mut c_duration, mut c_period) = (0, 0);
-    for w in body.windows(2) {
-        match (&w[0], &w[1]) {
-            (Op::Stamp { metric }, Op::Run(ns) | Op::RunFor(ns)) if metric == log::RUN => {
-                c_duration += ns / 1000
-            }
-            (_, Op::Timer { period, .. }) => c_period += period / 1000,
-            _ => {}
-        }
-    }
-    body.insert(0, stamp(&log::start(c_duration, c_period)));
-    body.push(stamp(log::END));
-    Ok((Op::Loop { n: times(n), body }, own))
-}
-
-/// The thread's class and affinity, from its own keys and the global
-/// default policy.
-fn class<'a>(
-    r: &Reader<'a>,
-    v: &'a RawValue,
-    s: &Sched,
-    g: &Global,
-    topo: &Topology,
-) -> Res<(TaskSpec, Option<CpuSet>)> {
-    let policy = s
-        .policy
-        .clone()
-        .or_else(|| g.default_policy.clone())
-        .unwrap_or_else(|| "SCHED_OTHER".into());
-    let spec = match policy.as_str() {
-        "SCHED_OTHER" => {
-            let nice = s.priority.unwrap_or(0);
-            if !(-20..=19).contains(&nice) {
-                return Err(r.at(
-                    v,
-                    format!("expected a SCHED_OTHER priority (nice) in -20..19, found {nice}"),
-                ));
-            }
-            TaskSpec::fair(nice as i8)
-        }
-        "SCHED_FIFO" | "SCHED_RR" => {
-            let p = s.priority.unwrap_or(10);
-            if !(1..=99).contains(&p) {
-                return Err(r.at(v, format!("expected an RT priority in 1..99, found {p}")));
-            }
-            TaskSpec::rt(p as u8)
-        }
-        "SCHED_DEADLINE" | "SCHED_IDLE" => {
-            return Err(r.at(
-                v,
-                format!("{policy}: not modelled (SCHED_OTHER, SCHED_FIFO and SCHED_RR are)"),
-            ))
-        }
-        p => {
-            return Err(r.at(
-                v,
-                format!("unknown policy {p:?}: expected SCHED_OTHER, SCHED_FIFO or SCHED_RR"),
-            ))
-        }
-    };
-    let cpus = cpu_set(r, s, topo)?;
-    Ok((spec, cpus))
-}
-
-/// The CPU set `s.cpus` names on `topo`, checked (`None`: none named).
-fn cpu_set(r: &Reader, s: &Sched, topo: &Topology) -> Res<Option<CpuSet>> {
-    let n = topo.num_cpus();
-    let Some(list) = &s.cpus else {
-        return Ok(None);
-    };
-    let mut set = CpuSet::new();
-    for &c in list {
-        if c >= n {
-            return Err(r.at_offset(
-                s.cpus_at,
-                format!(
-                    "cpus: expected CPUs below {n} on {}, found {c}",
-                    topo.name()
-                ),
-            ));
-        }
-        set.insert(CpuId::new(c));
-    }
-    if set.is_empty() {
-        return Err(r.at_offset(
-            s.cpus_at,
-            "cpus: expected at least one CPU, found []".into(),
-        ));
-    }
-    Ok(Some(set))
 }
 
 /// Puts every thread's instances into `b`; `true` when one loops for ever.
