@@ -63,7 +63,6 @@ pub(crate) fn emit(text: &str, newline: bool) {
 
 mod calibrate;
 mod features;
-pub mod perfetto;
 mod plot;
 mod pool;
 mod print;

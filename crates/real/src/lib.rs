@@ -89,6 +89,7 @@
 
 pub mod check;
 pub mod exec;
+pub mod files;
 pub mod machine;
 pub mod objects;
 pub mod record;

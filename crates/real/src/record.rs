@@ -86,6 +86,21 @@ const COUNTERS: &[&str] = &[
     "kernel.runq_wait_ns",
 ];
 
+impl KernelRecord {
+    /// The trace's threads: those the record names, by their own ids;
+    /// `processes` names their processes.
+    pub fn who(&self, processes: BTreeMap<i32, String>) -> schedlab_trace::Who {
+        schedlab_trace::Who {
+            threads: self
+                .threads
+                .iter()
+                .map(|(&id, t)| (id, (t.tid, t.tgid, t.name.clone())))
+                .collect(),
+            processes,
+        }
+    }
+}
+
 /// Reads the raw events: `ours` maps each of the run's thread ids to
 /// (slot, name, process id); `t0` is the run's start (`CLOCK_MONOTONIC`,
 /// the capture's clock), so event times are since the run began.

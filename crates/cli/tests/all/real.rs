@@ -4,8 +4,7 @@
 //! CI runs as root, so the kernel's record is there.
 
 use crate::common::{schedlab, scratch_file, Scratch};
-use prost::Message;
-use schedlab::perfetto::{Data, Ftrace, Trace};
+use schedlab_trace::perfetto::{Data, Ftrace};
 use serde_json::Value;
 
 /// Runs the binary, expects exit 0 and JSON on stdout.
@@ -105,7 +104,7 @@ fn a_real_trace_decodes_with_the_kernels_thread_ids() {
     assert!(out.contains("ui.perfetto.dev"), "{out}");
     let bytes = std::fs::read(&path).unwrap();
     let _ = std::fs::remove_file(&path);
-    let t = Trace::decode(bytes.as_slice()).expect("a Perfetto trace that decodes");
+    let t = schedlab_trace::decode(&bytes).expect("a Perfetto trace that decodes");
     let mut threads = std::collections::BTreeMap::new();
     let (mut switches, mut wakings, mut flows) = (0, 0, 0);
     for p in &t.packet {

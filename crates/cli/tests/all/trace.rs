@@ -7,12 +7,11 @@ use crate::common::schedlab;
 
 use std::collections::BTreeMap;
 
-use prost::Message;
-use schedlab::perfetto::{
-    Data, Ftrace, FtraceEventBundle, Trace, TracePacket, TrackDescriptor, TrackEvent, Type,
-};
 use schedlab_scenarios::{catalog, Params};
 use schedlab_sim::{EventKind, Outcome, PrevState, Sim};
+use schedlab_trace::perfetto::{
+    Data, Ftrace, FtraceEventBundle, Trace, TracePacket, TrackDescriptor, TrackEvent, Type,
+};
 
 fn pid(t: Option<schedlab_sim::sched::TaskId>) -> i32 {
     t.map_or(0, |t| t.0 as i32 + 1)
@@ -41,7 +40,7 @@ fn decode(args: &[&str]) -> Trace {
         "says how to open it: {out}"
     );
     let bytes = std::fs::read(&path).unwrap();
-    Trace::decode(bytes.as_slice()).expect("a Perfetto trace that decodes")
+    schedlab_trace::decode(&bytes).expect("a Perfetto trace that decodes")
 }
 
 fn bundle(p: &TracePacket) -> Option<&FtraceEventBundle> {
