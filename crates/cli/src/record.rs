@@ -249,4 +249,15 @@ fn print_shadow(r: &shadow::Report) {
     for c in ranked.iter().take(8) {
         row("candidate", c);
     }
+    if let Some(p) = &r.placement {
+        let pct = |n: u64| 100.0 * n as f64 / p.wakes.max(1) as f64;
+        say!(
+            "the kernel's wake placement, decided again by the model's select_task_rq_fair() from the kernel's state: {} wakes, the same CPU {:.0}% (every wake taken as sync: {:.0}%); moved off prev: the kernel {:.0}%, the model {:.0}%",
+            p.wakes,
+            pct(p.same),
+            pct(p.same_if_sync),
+            pct(p.kernel_moved),
+            pct(p.model_moved)
+        );
+    }
 }

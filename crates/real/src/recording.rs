@@ -210,12 +210,17 @@ fn finish(
     let hz = schedlab_topology::read::kernel_hz(std::path::Path::new("/"))
         .map_or(schedlab_topology::DEFAULT_HZ, |(hz, _)| hz);
     let tick_ns = 1_000_000_000 / u64::from(hz);
-    let shadow = shadow::Report::of(
-        &shadow::events(&raw, &cap.formats),
-        &|tid| tids.contains(&tid),
-        ncpus(),
-        tick_ns,
-    );
+    let evs = shadow::events(&raw, &cap.formats);
+    let ours = |tid| tids.contains(&tid);
+    let mut shadow = shadow::Report::of(&evs, &ours, ncpus(), tick_ns);
+    // Placement needs the machine's shape: this one's, as `--topology
+    // sysfs` reads it (none: not compared).
+    if let Ok(topo) = schedlab_topology::read::from_sysfs(std::path::Path::new("/")) {
+        let mut cfg = schedlab_sim::sched::fair::FairConfig::for_cpus(ncpus()).with_hz(hz);
+        cfg.features = schedlab_sim::sched::fair::FeatureSet::LINUX;
+        let on_queue = shadow::on_queue_at_wakes(&evs, &ours, cfg);
+        shadow.placement = Some(shadow::place::compare(&evs, &ours, &topo, &on_queue));
+    }
     let mut outside: BTreeMap<String, u64> = BTreeMap::new();
     for t in rec.threads.values().filter(|t| !t.ours) {
         *outside.entry(t.name.clone()).or_default() += 1;

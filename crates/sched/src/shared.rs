@@ -251,16 +251,24 @@ impl<S: PolicyState> Shared<S> {
         self.cpus[cpu.index()].load()
     }
 
+    /// Shows `cpu` idle (asleep, nothing rung) or busy (awake), as a host
+    /// that rebuilds another scheduler's state sets it for a policy to read
+    /// (the shadow of a kernel's record); a CPU's own passes do this
+    /// through its doorbell.
+    pub fn show_idle(&self, cpu: CpuId, idle: bool) {
+        let d = self.doorbell(cpu);
+        if idle {
+            d.answer();
+            d.sleep(0);
+        } else {
+            d.answer();
+        }
+    }
+
     /// Publishes a CPU's numbers for other CPUs to read, in one go: its
     /// load (running + queued), its fair tasks, its PELT averages.
     #[inline]
-    pub(crate) fn publish_cpu(
-        &self,
-        cpu: CpuId,
-        load: u32,
-        fair_nr: u32,
-        avg: &crate::pelt::SchedAvg,
-    ) {
+    pub fn publish_cpu(&self, cpu: CpuId, load: u32, fair_nr: u32, avg: &crate::pelt::SchedAvg) {
         self.set_load(cpu, load);
         self.cpus[cpu.index()]
             .h_nr

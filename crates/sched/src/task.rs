@@ -138,6 +138,18 @@ pub struct TaskData<S> {
 }
 
 impl<S: PolicyState> Task<S> {
+    /// A task as a host that rebuilds another scheduler's state holds it,
+    /// to ask a policy what it would decide (the shadow of a kernel's
+    /// record): fair at nice 0 on every CPU of `mask`, with this policy
+    /// state and PELT signal. Nothing here runs it.
+    pub fn for_host(id: TaskId, mask: CpuSet, state: S, avg: SchedAvg) -> Task<S> {
+        let spec = TaskSpec::fair(0);
+        let mut t = new_task(id, &spec, mask, 3_000_000, 0);
+        t.policy = state;
+        t.avg = avg;
+        t
+    }
+
     pub fn id(&self) -> TaskId {
         self.id
     }
@@ -298,3 +310,46 @@ impl PolicyState for WakerStreak {
 
 // The seed's owner ruling: one u16 of per-task placement state.
 const _: () = assert!(core::mem::size_of::<WakerStreak>() == 2);
+
+/// A new task's PELT signal (`init_entity_runnable_average()`): its load
+/// starts at its full weight, its utilization at 0 (Linux then gives it a
+/// share of its CPU's spare capacity, `post_init_entity_util_avg()`; not
+/// modelled).
+fn new_task_avg(now: u64, weight: u32) -> SchedAvg {
+    let mut a = SchedAvg::starting(now);
+    a.load_avg = weight as u64;
+    a
+}
+
+/// A new task of `spec`, runnable, with nothing recorded yet.
+pub(crate) fn new_task<S: PolicyState>(
+    id: TaskId,
+    spec: &TaskSpec,
+    mask: CpuSet,
+    slice: u64,
+    now: u64,
+) -> Task<S> {
+    let nice = match spec.band {
+        Band::Fair { nice } => nice,
+        Band::Rt { .. } => 0,
+    };
+    Task::new(TaskData {
+        id,
+        band: spec.band,
+        mask,
+        cookie: spec.cookie,
+        policy: S::default(),
+        fair: Entity::new(nice, slice),
+        avg: new_task_avg(now, Entity::new(nice, slice).weight),
+        leaving: false,
+        stopped: false,
+        killed: false,
+        last_ran: 0,
+        sleep_deadline: None,
+        seq: 0,
+        process: spec.process,
+        pref_llc: None,
+        pref_cpu: None,
+        cache_acct: 0,
+    })
+}

@@ -25,7 +25,20 @@ pub fn events(raw: &[Raw], formats: &BTreeMap<u16, Format>) -> Vec<Ev> {
         let flags = e.int(f, "common_flags");
         match f.name.as_str() {
             "sched_waking" => {
-                waking_resched.insert(e.int(f, "pid") as i32, flags & NEED_RESCHED != 0);
+                let task = e.int(f, "pid") as i32;
+                waking_resched.insert(task, flags & NEED_RESCHED != 0);
+                let common_pid = e.int(f, "common_pid") as i32;
+                out.push(Ev::Waking {
+                    at: e.ts,
+                    cpu: e.cpu,
+                    task,
+                    waker: if flags & IRQ_FLAGS != 0 {
+                        0
+                    } else {
+                        common_pid
+                    },
+                    prev: e.int(f, "target_cpu").max(0) as usize,
+                });
             }
             "sched_wakeup" | "sched_wakeup_new" => {
                 let task = e.int(f, "pid") as i32;

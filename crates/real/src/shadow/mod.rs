@@ -60,17 +60,20 @@
 use std::collections::BTreeMap;
 
 use schedlab_sim::sched::fair::{
-    self, queue, Choice, Entity, FairConfig, FairQueue, FeatureSet, Features, Kernel, Queued,
-    WakeFlags, ALL_FEATURES,
+    self, queue, Choice, Entity, FairConfig, FairQueue, Features, Queued, WakeFlags,
 };
 use schedlab_sim::PrevState;
 use serde::Serialize;
 
 mod events;
+pub mod place;
+mod report;
 #[cfg(test)]
 mod tests;
 
 pub use events::{events, events_of_sim};
+pub use place::on_queue_at_wakes;
+pub use report::{candidate_sets, Report};
 
 /// Deadlines closer than this are a tie (see the module doc).
 pub const TIE_NS: i64 = 20_000;
@@ -106,6 +109,16 @@ pub enum Ev {
         prev_state: PrevState,
         next: i32,
         next_prio: i32,
+    },
+    /// `task` is woken by a wake posted on `cpu` by thread `waker` (0: an
+    /// interrupt), its last CPU `prev` (`sched_waking`, before the kernel
+    /// chose where it goes).
+    Waking {
+        at: u64,
+        cpu: usize,
+        task: i32,
+        waker: i32,
+        prev: usize,
     },
     /// A queued `task` moves from CPU `from` to `to`.
     Migrate {
@@ -161,92 +174,6 @@ pub struct Row {
     pub hz: u64,
     #[serde(flatten)]
     pub agreement: Agreement,
-}
-
-/// The model's default fair class, the candidate that agrees most, and
-/// every candidate, side by side.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Report {
-    /// The scheduler tick the kernel was read to run (`CONFIG_HZ`), ns:
-    /// the model row's.
-    pub tick_ns: u64,
-    /// The model's default set for `linux`, at the kernel's tick.
-    pub model: Row,
-    /// The candidate with the most decisions made alike (ties to the
-    /// model's default, then to the kernel's tick).
-    pub fit: Row,
-    pub candidates: Vec<Row>,
-}
-
-impl Report {
-    /// The comparisons over `evs`, with the fair band of `ncpus` CPUs and
-    /// the kernel's tick `tick_ns`.
-    pub fn of(evs: &[Ev], ours: &dyn Fn(i32) -> bool, ncpus: usize, tick_ns: u64) -> Report {
-        let base = FairConfig::for_cpus(ncpus);
-        let hz = 1_000_000_000 / tick_ns.max(1);
-        let row = |set: FeatureSet, hz: u64| {
-            let mut c = base.with_hz(hz as u32);
-            c.features = set;
-            Row {
-                set: set.to_string(),
-                hz,
-                agreement: compare(evs, ours, c),
-            }
-        };
-        let default = FeatureSet::LINUX;
-        let model = row(default, hz);
-        let mut hzs: Vec<u64> = HZ_CANDIDATES.to_vec();
-        if !hzs.contains(&hz) {
-            hzs.push(hz);
-        }
-        let mut candidates = Vec::new();
-        for set in candidate_sets(default) {
-            for &h in &hzs {
-                candidates.push(row(set, h));
-            }
-        }
-        // Most alike first; among equals the model's set, then its tick.
-        let rank = |r: &Row| {
-            (
-                std::cmp::Reverse(r.agreement.alike()),
-                r.set != model.set,
-                r.hz != hz,
-            )
-        };
-        let fit = candidates
-            .iter()
-            .min_by_key(|r| rank(r))
-            .cloned()
-            .unwrap_or_else(|| model.clone());
-        Report {
-            tick_ns,
-            model,
-            fit,
-            candidates,
-        }
-    }
-}
-
-/// The sets a fit tries: each release's defaults, and `default` with one
-/// feature of the fair class's flipped at a time (`HRTICK` excepted: its
-/// effect is a timer, the same at every candidate tick here).
-pub fn candidate_sets(default: FeatureSet) -> Vec<FeatureSet> {
-    let mut sets: Vec<FeatureSet> = fair::features::KERNELS
-        .iter()
-        .filter(|&&k| k != Kernel::Base)
-        .map(|&k| FeatureSet::of(k))
-        .collect();
-    for f in ALL_FEATURES {
-        let bit = f.set();
-        if bit == Features::HRTICK {
-            continue;
-        }
-        let on = default.on.with(bit, !default.has(bit));
-        sets.push(FeatureSet { on, ..default });
-    }
-    sets.sort();
-    sets.dedup();
-    sets
 }
 
 /// One thread's entity in a queue.
@@ -311,6 +238,7 @@ pub fn compare(evs: &[Ev], ours: &dyn Fn(i32) -> bool, cfg: FairConfig) -> Agree
             Ev::Wakeup { .. } => s.wakeup(ev),
             Ev::Switch { .. } => s.switch(ev),
             Ev::Migrate { at, task, from, to } => s.migrate(at, task, from, to),
+            Ev::Waking { .. } => {}
         }
     }
     s.out

@@ -2,6 +2,7 @@
 
 use super::events::PRIO;
 use super::*;
+use schedlab_sim::sched::fair::{FeatureSet, Kernel};
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;

@@ -11,11 +11,11 @@ use super::{CpuSched, Spawned};
 use crate::balancer::Balancer;
 use crate::doorbell::IdleDepth;
 use crate::effects::{Effects, Park, PlaceReason, Switch, Trace, WakeCause};
-use crate::fair::{Entity, WakeFlags};
+use crate::fair::WakeFlags;
 use crate::park::{Parked, TaskState};
-use crate::policy::{Policy, PolicyState, SpawnRule};
+use crate::policy::{Policy, SpawnRule};
 use crate::shared::{Msg, Shared, SpawnError};
-use crate::task::{Band, Task, TaskData, TaskId, TaskSpec};
+use crate::task::{new_task, TaskId, TaskSpec};
 
 impl<P: Policy, B: Balancer> CpuSched<P, B> {
     /// Creates a task and places it (spawn placement: the policy's
@@ -347,47 +347,4 @@ impl<P: Policy, B: Balancer> CpuSched<P, B> {
             self.post(sh, owner, msg, fx);
         }
     }
-}
-
-/// A new task's PELT signal (`init_entity_runnable_average()`): its load
-/// starts at its full weight, its utilization at 0 (Linux then gives it a
-/// share of its CPU's spare capacity, `post_init_entity_util_avg()`; not
-/// modelled).
-fn new_task_avg(now: u64, weight: u32) -> crate::pelt::SchedAvg {
-    let mut a = crate::pelt::SchedAvg::starting(now);
-    a.load_avg = weight as u64;
-    a
-}
-
-/// A new task of `spec`, runnable, with nothing recorded yet.
-fn new_task<S: PolicyState>(
-    id: TaskId,
-    spec: &TaskSpec,
-    mask: CpuSet,
-    slice: u64,
-    now: u64,
-) -> Task<S> {
-    let nice = match spec.band {
-        Band::Fair { nice } => nice,
-        Band::Rt { .. } => 0,
-    };
-    Task::new(TaskData {
-        id,
-        band: spec.band,
-        mask,
-        cookie: spec.cookie,
-        policy: S::default(),
-        fair: Entity::new(nice, slice),
-        avg: new_task_avg(now, Entity::new(nice, slice).weight),
-        leaving: false,
-        stopped: false,
-        killed: false,
-        last_ran: 0,
-        sleep_deadline: None,
-        seq: 0,
-        process: spec.process,
-        pref_llc: None,
-        pref_cpu: None,
-        cache_acct: 0,
-    })
 }

@@ -1,0 +1,448 @@
+//! The kernel's wake placement decided again by the model's
+//! `select_task_rq_fair()` ([`schedlab_sim::sched::linux::Linux`], the
+//! code the simulator runs for `linux`), from the kernel's state at each
+//! recorded wake.
+//!
+//! The state is rebuilt from the record, event by event:
+//!
+//! * **which CPUs run what**: each CPU's running thread from its last
+//!   `sched_switch` (0: idle; a thread outside the recording counts as
+//!   busy), and the recording's runnable threads on each (woken there,
+//!   switched out preempted, moved there by `sched_migrate_task`);
+//!   `nr_running` is their count, plus one for a foreign thread running;
+//! * **idle** (`available_idle_cpu()`): nothing running and nothing queued;
+//! * **`prev_cpu`**: `sched_waking`'s `target_cpu`, the wakee's CPU before
+//!   the kernel chose;
+//! * **the waker**: the CPU `sched_waking` fired on and its `common_pid`;
+//!   `record_wakee()` runs on that thread's state (kept for every thread
+//!   the record names as a waker), so `wake_wide()` reads the flips the
+//!   kernel's would have (the same rule over the same wakes);
+//! * **PELT**: each recorded thread's signal and each CPU's, updated with
+//!   the model's own [`SchedAvg`] at every event that changes them
+//!   (running, runnable or blocked; nice 0's weight).
+//!
+//! Each wake of a recorded thread that had blocked (a `sched_waking` then
+//! its `sched_wakeup`) is decided, and the model's CPU is held against the
+//! kernel's (`sched_wakeup`'s `target_cpu`). The kernel's choice, not the
+//! model's, is then what the state goes on from.
+//!
+//! Simplified, and said where it shows: a sync wake (`WF_SYNC`: a pipe's
+//! or a socket's writer) is not marked in the record, so each wake is
+//! decided both ways and both are counted (`same`, with no wake taken as
+//! sync; `same_if_sync`, with every one); a wake of a thread still on its
+//! queue (`DELAY_DEQUEUE`'s delayed tasks, `ttwu_runnable()`) skips
+//! `select_task_rq_fair()` in the kernel and here is decided anyway,
+//! unless the record shows it runnable; a CPU's load from threads outside
+//! the recording is only the one it runs; every mask is the whole machine.
+
+use std::collections::BTreeMap;
+
+use schedlab_sim::sched::linux::{Linux, LinuxTask};
+use schedlab_sim::sched::pelt::SchedAvg;
+use schedlab_sim::sched::policy::{Decision, Policy, Wake};
+use schedlab_sim::sched::task::{Task, TaskId};
+use schedlab_sim::sched::{Config, Delivery, Shared, WakeCause};
+use schedlab_sim::PrevState;
+use schedlab_topology::{CpuId, Topology};
+use serde::Serialize;
+
+use schedlab_sim::sched::fair::FairConfig;
+
+use super::{Agreement, At, Ev, Shadow};
+
+/// Nice 0's weight, every thread's here.
+const WEIGHT: u64 = 1024;
+
+/// How the model's wake placement compares with the kernel's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// Wakes decided.
+    pub wakes: u64,
+    /// The model chose the kernel's CPU, no wake taken as sync.
+    pub same: u64,
+    /// The same, every wake taken as sync.
+    pub same_if_sync: u64,
+    /// Wakes the kernel placed off the wakee's previous CPU, and of them
+    /// those the model (not sync) moved too.
+    pub kernel_moved: u64,
+    pub model_moved: u64,
+}
+
+impl Placement {
+    /// The share of decided wakes placed alike (not sync).
+    pub fn share(&self) -> f64 {
+        self.same as f64 / self.wakes.max(1) as f64
+    }
+}
+
+/// For each `Ev::Wakeup` of `evs`, in order: whether its thread was still
+/// on a queue in the model's fair class `cfg` (queued, running, or
+/// delayed under `DELAY_DEQUEUE`), so the kernel woke it where it was
+/// (`ttwu_runnable()`) without `select_task_rq_fair()`.
+pub fn on_queue_at_wakes(evs: &[Ev], ours: &dyn Fn(i32) -> bool, cfg: FairConfig) -> Vec<bool> {
+    let mut s = Shadow {
+        cfg,
+        ours,
+        blocked: BTreeMap::new(),
+        cpus: Vec::new(),
+        out: Agreement::default(),
+    };
+    let mut out = Vec::new();
+    for ev in evs {
+        match *ev {
+            Ev::Wakeup { task, .. } => {
+                out.push(s.at(task) != At::Blocked);
+                s.wakeup(ev);
+            }
+            Ev::Switch { .. } => s.switch(ev),
+            Ev::Migrate { at, task, from, to } => s.migrate(at, task, from, to),
+            Ev::Waking { .. } => {}
+        }
+    }
+    out
+}
+
+/// The recording's state the decisions read (module doc).
+struct State<'t> {
+    topo: &'t Topology,
+    ours: &'t dyn Fn(i32) -> bool,
+    /// The kernel's running thread per CPU (0: idle).
+    running: Vec<i32>,
+    /// The recording's runnable threads, by CPU.
+    runnable: BTreeMap<i32, usize>,
+    /// `LinuxTask` per thread the record names as a waker or wakee.
+    linux: BTreeMap<i32, LinuxTask>,
+    task_avg: BTreeMap<i32, SchedAvg>,
+    cpu_avg: Vec<SchedAvg>,
+    /// A `sched_waking` waiting for its `sched_wakeup`: (waker's CPU,
+    /// waker, prev).
+    waking: BTreeMap<i32, (usize, i32, usize)>,
+    out: Placement,
+}
+
+/// The model's wake placement beside the kernel's over `evs` (in time
+/// order) on `topo`; `ours` says which threads the recording is of.
+/// `on_queue` holds, per `Ev::Wakeup` in order, whether its thread was
+/// still on a queue ([`super::on_queue_at_wakes`]): such a wake is not
+/// decided.
+pub fn compare(
+    evs: &[Ev],
+    ours: &dyn Fn(i32) -> bool,
+    topo: &Topology,
+    on_queue: &[bool],
+) -> Placement {
+    let n = topo.num_cpus();
+    let start = evs.first().map_or(0, at_of);
+    let mut s = State {
+        topo,
+        ours,
+        running: vec![0; n],
+        runnable: BTreeMap::new(),
+        linux: BTreeMap::new(),
+        task_avg: BTreeMap::new(),
+        cpu_avg: vec![SchedAvg::starting(start); n],
+        waking: BTreeMap::new(),
+        out: Placement::default(),
+    };
+    let mut wakeups = 0;
+    for ev in evs {
+        s.pelt(at_of(ev));
+        match *ev {
+            Ev::Waking {
+                cpu,
+                task,
+                waker,
+                prev,
+                ..
+            } => {
+                if (s.ours)(task) && cpu < n && prev < n {
+                    s.waking.insert(task, (cpu, waker, prev));
+                }
+            }
+            Ev::Wakeup {
+                at,
+                task,
+                target,
+                new,
+                ..
+            } => {
+                let queued = on_queue.get(wakeups).copied().unwrap_or(false);
+                wakeups += 1;
+                s.wakeup(at, task, target, new || queued);
+            }
+            Ev::Switch {
+                cpu,
+                prev,
+                prev_state,
+                next,
+                ..
+            } => s.switch(cpu, prev, prev_state, next),
+            Ev::Migrate { task, to, .. } => {
+                if let Some(c) = s.runnable.get_mut(&task) {
+                    *c = to;
+                }
+            }
+        }
+    }
+    s.out
+}
+
+fn at_of(ev: &Ev) -> u64 {
+    match *ev {
+        Ev::Waking { at, .. }
+        | Ev::Wakeup { at, .. }
+        | Ev::Switch { at, .. }
+        | Ev::Migrate { at, .. } => at,
+    }
+}
+
+impl State<'_> {
+    /// The recording's runnable threads on `cpu`, plus one for a thread
+    /// outside it running there.
+    fn nr_running(&self, cpu: usize) -> u32 {
+        let ours = self.runnable.values().filter(|&&c| c == cpu).count() as u32;
+        let r = self.running[cpu];
+        ours + u32::from(r != 0 && !self.runnable.contains_key(&r))
+    }
+
+    /// Every PELT signal brought to `now`, from the state before it.
+    fn pelt(&mut self, now: u64) {
+        for (tid, avg) in self.task_avg.iter_mut() {
+            let on_rq = self.runnable.contains_key(tid);
+            let running = self.running.contains(tid);
+            avg.update_se(now, WEIGHT, on_rq, running);
+        }
+        for cpu in 0..self.running.len() {
+            let nr = self.nr_running(cpu) as u64;
+            let running = self.running[cpu] != 0;
+            self.cpu_avg[cpu].update_cfs_rq(now, nr * WEIGHT, nr, running);
+        }
+    }
+
+    fn switch(&mut self, cpu: usize, prev: i32, prev_state: PrevState, next: i32) {
+        if cpu >= self.running.len() {
+            return;
+        }
+        if prev != 0 && prev_state != PrevState::Runnable {
+            self.runnable.remove(&prev);
+        }
+        self.running[cpu] = next;
+        if next != 0 && (self.ours)(next) {
+            self.runnable.insert(next, cpu);
+        }
+    }
+
+    /// A wake: decided by the model when a `sched_waking` of a blocked
+    /// thread came before it, then placed where the kernel put it.
+    fn wakeup(&mut self, at: u64, task: i32, target: usize, new: bool) {
+        let pending = self.waking.remove(&task);
+        if let (Some((cpu, waker, prev)), false) = (pending, new) {
+            if !self.runnable.contains_key(&task) && target < self.running.len() {
+                let before = self.linux.get(&waker).copied().unwrap_or_default();
+                let (mut w_plain, mut w_sync) = (before, before);
+                let (plain, wakee) = self.place(at, task, cpu, waker, &mut w_plain, prev, false);
+                let (sync, _) = self.place(at, task, cpu, waker, &mut w_sync, prev, true);
+                self.count(prev, target, plain, sync);
+                // What the wake leaves: the waker's flips, the wakee's
+                // recent_used_cpu (as the not-sync decision left them).
+                if waker != 0 {
+                    self.linux.insert(waker, w_plain);
+                }
+                self.linux.insert(task, wakee);
+            }
+        }
+        if (self.ours)(task) && target < self.running.len() {
+            self.runnable.insert(task, target);
+            self.task_avg
+                .entry(task)
+                .or_insert_with(|| SchedAvg::starting(at));
+        }
+    }
+
+    fn count(&mut self, prev: usize, target: usize, plain: usize, sync: usize) {
+        let o = &mut self.out;
+        o.wakes += 1;
+        o.same += u64::from(plain == target);
+        o.same_if_sync += u64::from(sync == target);
+        if target != prev {
+            o.kernel_moved += 1;
+        }
+        o.model_moved += u64::from(plain != prev);
+    }
+
+    /// The machine as the model's policy reads it now, from `cpu`.
+    fn shared(&self) -> Shared<LinuxTask> {
+        let sh = Shared::new(self.topo.clone(), Config::for_topology(self.topo), 1);
+        for c in 0..self.running.len() {
+            let nr = self.nr_running(c);
+            let id = CpuId::new(c);
+            sh.show_idle(id, nr == 0 && self.running[c] == 0);
+            sh.publish_cpu(id, nr, nr, &self.cpu_avg[c]);
+        }
+        sh
+    }
+
+    /// The model's CPU for `task`'s wake by `waker` (its state
+    /// `waker_state`, updated as `record_wakee()` does) on `cpu`, from
+    /// `prev`, and the wakee's placement state after it.
+    #[allow(clippy::too_many_arguments)]
+    fn place(
+        &self,
+        at: u64,
+        task: i32,
+        cpu: usize,
+        waker: i32,
+        waker_state: &mut LinuxTask,
+        prev: usize,
+        sync: bool,
+    ) -> (usize, LinuxTask) {
+        let sh = self.shared();
+        let m = sh.machine(CpuId::new(cpu), at);
+        let mut policy = Linux::default();
+        let (id, owner) = (TaskId(task as u32), CpuId::new(prev));
+        let w = (waker != 0).then_some(waker_state);
+        policy.wake_posted(&m, w, id, Delivery::Post { owner });
+        let avg = self
+            .task_avg
+            .get(&task)
+            .copied()
+            .unwrap_or_else(|| SchedAvg::starting(at));
+        let state = self.linux.get(&task).copied().unwrap_or_default();
+        let mut t = Task::for_host(id, *self.topo.cpus(), state, avg);
+        let wake = Wake {
+            task: id,
+            prev: owner,
+            prev_busy: self.nr_running(prev) > 0,
+            cause: WakeCause {
+                waker: (waker != 0).then_some(CpuId::new(cpu)),
+                sync,
+            },
+        };
+        let chosen = match policy.place(&m, &wake, &mut t) {
+            Decision::Send(c, _) => c.index(),
+            _ => prev,
+        };
+        (chosen, *t.state())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedlab_topology::CpuSet;
+
+    /// Two CPUs, no SMT, one LLC: this machine's shape.
+    fn two() -> Topology {
+        let c = |i| CpuSet::single(CpuId::new(i));
+        Topology::from_groups(
+            "two",
+            &[c(0), c(1)],
+            &[CpuSet::first_n(2)],
+            &[(0, CpuSet::first_n(2))],
+        )
+        .expect("a valid shape")
+    }
+
+    fn sw(at: u64, cpu: usize, prev: i32, st: PrevState, next: i32) -> Ev {
+        Ev::Switch {
+            at,
+            cpu,
+            prev,
+            prev_prio: 120,
+            prev_state: st,
+            next,
+            next_prio: 120,
+        }
+    }
+
+    /// A's wake of B (threads 10 and 11) from cpu0, B last on `prev`; the
+    /// kernel put it on `target`.
+    fn wake(at: u64, prev: usize, target: usize) -> [Ev; 2] {
+        [
+            Ev::Waking {
+                at,
+                cpu: 0,
+                task: 11,
+                waker: 10,
+                prev,
+            },
+            Ev::Wakeup {
+                at: at + 1,
+                cpu: target,
+                task: 11,
+                prio: 120,
+                target,
+                new: false,
+                by_task: true,
+                kernel_resched: None,
+                resched_before: false,
+            },
+        ]
+    }
+
+    fn ours(t: i32) -> bool {
+        t == 10 || t == 11
+    }
+
+    /// Worked from `select_task_rq_fair()`: A runs on cpu0, B blocked on
+    /// cpu1, which is idle. `wake_affine_idle()`: this CPU busy, prev idle:
+    /// prev (and sync: this, as A runs alone there; then
+    /// `select_idle_sibling()` finds the target busy and prev idle: prev).
+    #[test]
+    fn an_idle_prev_keeps_the_wakee_there_as_the_kernel_did() {
+        let mut evs = vec![
+            sw(1_000, 0, 0, PrevState::Runnable, 10),
+            sw(1_100, 1, 0, PrevState::Runnable, 11),
+            sw(2_000, 1, 11, PrevState::Blocked, 0),
+        ];
+        evs.extend(wake(3_000, 1, 1));
+        let p = compare(&evs, &ours, &two(), &[false]);
+        assert_eq!(
+            p,
+            Placement {
+                wakes: 1,
+                same: 1,
+                same_if_sync: 1,
+                kernel_moved: 0,
+                model_moved: 0
+            },
+            "expected prev (cpu1) both ways"
+        );
+    }
+
+    /// A runs on cpu0, B blocked on cpu0 too, cpu1 idle: this CPU is prev,
+    /// so the target is prev; it is busy, and `select_idle_cpu()` (SIS_UTIL's
+    /// depth 2 at this small a utilization) scans from cpu1: idle, chosen.
+    #[test]
+    fn a_busy_prev_sends_the_wakee_to_the_idle_cpu_as_the_kernel_did() {
+        let mut evs = vec![
+            sw(1_000, 0, 0, PrevState::Runnable, 11),
+            sw(2_000, 0, 11, PrevState::Blocked, 10),
+        ];
+        evs.extend(wake(3_000, 0, 1));
+        let p = compare(&evs, &ours, &two(), &[false]);
+        assert_eq!(
+            (p.wakes, p.same, p.kernel_moved, p.model_moved),
+            (1, 1, 1, 1),
+            "expected cpu1, moved off prev by both: {p:?}"
+        );
+        // The kernel keeping it on busy cpu0 is a disagreement.
+        let mut evs = evs[..2].to_vec();
+        evs.extend(wake(3_000, 0, 0));
+        let p = compare(&evs, &ours, &two(), &[false]);
+        assert_eq!((p.wakes, p.same), (1, 0), "{p:?}");
+    }
+
+    /// A wake of a thread still on its queue (delayed, say) goes through
+    /// `ttwu_runnable()`: nothing is decided.
+    #[test]
+    fn a_wake_of_a_thread_still_queued_is_not_decided() {
+        let mut evs = vec![
+            sw(1_000, 0, 0, PrevState::Runnable, 11),
+            sw(2_000, 0, 11, PrevState::Blocked, 10),
+        ];
+        evs.extend(wake(3_000, 0, 0));
+        let p = compare(&evs, &ours, &two(), &[true]);
+        assert_eq!(p.wakes, 0, "{p:?}");
+    }
+}
