@@ -259,5 +259,8 @@ fn print_shadow(r: &shadow::Report) {
             pct(p.kernel_moved),
             pct(p.model_moved)
         );
+        for (why, n) in &p.apart_by {
+            say!("  placed apart, the model's step and the kernel's: {why}: {n}");
+        }
     }
 }

@@ -54,7 +54,7 @@ use super::{Agreement, At, Ev, Shadow};
 const WEIGHT: u64 = 1024;
 
 /// How the model's wake placement compares with the kernel's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Placement {
     /// Wakes decided.
     pub wakes: u64,
@@ -66,6 +66,12 @@ pub struct Placement {
     /// those the model (not sync) moved too.
     pub kernel_moved: u64,
     pub model_moved: u64,
+    /// The wakes placed apart (not sync), by the step of the model's that
+    /// chose its CPU (`target`, `affine`, `prev`, `recent`, `idle_cpu`,
+    /// `idle_core`, `idle_smt`) and whether the kernel kept the wakee on
+    /// its previous CPU (`STEP kernel-stayed`) or moved it (`STEP
+    /// kernel-moved`): where to look for the mechanism.
+    pub apart_by: BTreeMap<String, u64>,
 }
 
 impl Placement {
@@ -240,9 +246,18 @@ impl State<'_> {
             if !self.runnable.contains_key(&task) && target < self.running.len() {
                 let before = self.linux.get(&waker).copied().unwrap_or_default();
                 let (mut w_plain, mut w_sync) = (before, before);
-                let (plain, wakee) = self.place(at, task, cpu, waker, &mut w_plain, prev, false);
-                let (sync, _) = self.place(at, task, cpu, waker, &mut w_sync, prev, true);
+                let (plain, wakee, why) =
+                    self.place(at, task, cpu, waker, &mut w_plain, prev, false);
+                let (sync, _, _) = self.place(at, task, cpu, waker, &mut w_sync, prev, true);
                 self.count(prev, target, plain, sync);
+                if plain != target {
+                    let kernel = if target == prev { "stayed" } else { "moved" };
+                    *self
+                        .out
+                        .apart_by
+                        .entry(format!("{why} kernel-{kernel}"))
+                        .or_default() += 1;
+                }
                 // What the wake leaves: the waker's flips, the wakee's
                 // recent_used_cpu (as the not-sync decision left them).
                 if waker != 0 {
@@ -284,7 +299,8 @@ impl State<'_> {
 
     /// The model's CPU for `task`'s wake by `waker` (its state
     /// `waker_state`, updated as `record_wakee()` does) on `cpu`, from
-    /// `prev`, and the wakee's placement state after it.
+    /// `prev`, the wakee's placement state after it, and the step that
+    /// chose.
     #[allow(clippy::too_many_arguments)]
     fn place(
         &self,
@@ -295,7 +311,7 @@ impl State<'_> {
         waker_state: &mut LinuxTask,
         prev: usize,
         sync: bool,
-    ) -> (usize, LinuxTask) {
+    ) -> (usize, LinuxTask, &'static str) {
         let sh = self.shared();
         let m = sh.machine(CpuId::new(cpu), at);
         let mut policy = Linux::default();
@@ -318,11 +334,11 @@ impl State<'_> {
                 sync,
             },
         };
-        let chosen = match policy.place(&m, &wake, &mut t) {
-            Decision::Send(c, _) => c.index(),
-            _ => prev,
+        let (chosen, why) = match policy.place(&m, &wake, &mut t) {
+            Decision::Send(c, why) => (c.index(), why.name()),
+            _ => (prev, "stay"),
         };
-        (chosen, *t.state())
+        (chosen, *t.state(), why)
     }
 }
 
@@ -404,7 +420,8 @@ mod tests {
                 same: 1,
                 same_if_sync: 1,
                 kernel_moved: 0,
-                model_moved: 0
+                model_moved: 0,
+                apart_by: BTreeMap::new(),
             },
             "expected prev (cpu1) both ways"
         );
@@ -431,6 +448,11 @@ mod tests {
         evs.extend(wake(3_000, 0, 0));
         let p = compare(&evs, &ours, &two(), &[false]);
         assert_eq!((p.wakes, p.same), (1, 0), "{p:?}");
+        assert_eq!(
+            p.apart_by,
+            [("idle_cpu kernel-stayed".to_string(), 1)].into(),
+            "the model's idle-CPU scan chose, the kernel stayed"
+        );
     }
 
     /// A wake of a thread still on its queue (delayed, say) goes through
