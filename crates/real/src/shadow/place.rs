@@ -37,7 +37,9 @@
 
 use std::collections::BTreeMap;
 
-use schedlab_sim::sched::linux::{Linux, LinuxTask};
+use schedlab_sim::sched::linux::{
+    wake_affine_idle, Affine, AffineView, Linux, LinuxTask, LLC_IMBALANCE_PCT,
+};
 use schedlab_sim::sched::pelt::SchedAvg;
 use schedlab_sim::sched::policy::{Decision, Policy, Wake};
 use schedlab_sim::sched::task::{Task, TaskId};
@@ -67,7 +69,8 @@ pub struct Placement {
     pub kernel_moved: u64,
     pub model_moved: u64,
     /// The wakes placed apart (not sync), by the step of the model's that
-    /// chose its CPU (`target`, `affine`, `prev`, `recent`, `idle_cpu`,
+    /// chose its CPU (`target`, `affine(idle)` or `affine(weight)`: which
+    /// branch of `wake_affine()`, `prev`, `recent`, `idle_cpu`,
     /// `idle_core`, `idle_smt`) and whether the kernel kept the wakee on
     /// its previous CPU (`STEP kernel-stayed`) or moved it (`STEP
     /// kernel-moved`): where to look for the mechanism.
@@ -252,6 +255,11 @@ impl State<'_> {
                 self.count(prev, target, plain, sync);
                 if plain != target {
                     let kernel = if target == prev { "stayed" } else { "moved" };
+                    let why = match why {
+                        "affine" if self.affine_by_idle(cpu, prev) => "affine(idle)",
+                        "affine" => "affine(weight)",
+                        w => w,
+                    };
                     *self
                         .out
                         .apart_by
@@ -283,6 +291,25 @@ impl State<'_> {
             o.kernel_moved += 1;
         }
         o.model_moved += u64::from(plain != prev);
+    }
+
+    /// Whether `wake_affine_idle()` alone (not sync) chose this CPU for a
+    /// wake on `this` from `prev`: this idle and prev not, in one LLC.
+    /// Else the load branch, `wake_affine_weight()`, did.
+    fn affine_by_idle(&self, this: usize, prev: usize) -> bool {
+        let idle = |c: usize| self.nr_running(c) == 0 && self.running[c] == 0;
+        let v = AffineView {
+            this_idle: idle(this),
+            prev_idle: idle(prev),
+            share_cache: self.topo.llc_id(CpuId::new(this)) == self.topo.llc_id(CpuId::new(prev)),
+            this_nr_running: self.nr_running(this),
+            this_load: 0,
+            prev_load: 0,
+            task_load: 0,
+            current_load: 0,
+            imbalance_pct: LLC_IMBALANCE_PCT,
+        };
+        wake_affine_idle(&v, false) == Affine::This
     }
 
     /// The machine as the model's policy reads it now, from `cpu`.
