@@ -226,20 +226,9 @@ struct Shadow<'a> {
 /// The model's decisions beside the kernel's over `evs` (in time order),
 /// with the fair class `cfg`.
 pub fn compare(evs: &[Ev], ours: &dyn Fn(i32) -> bool, cfg: FairConfig) -> Agreement {
-    let mut s = Shadow {
-        cfg,
-        ours,
-        blocked: BTreeMap::new(),
-        cpus: Vec::new(),
-        out: Agreement::default(),
-    };
+    let mut s = Shadow::new(cfg, ours);
     for ev in evs {
-        match *ev {
-            Ev::Wakeup { .. } => s.wakeup(ev),
-            Ev::Switch { .. } => s.switch(ev),
-            Ev::Migrate { at, task, from, to } => s.migrate(at, task, from, to),
-            Ev::Waking { .. } => {}
-        }
+        s.step(ev);
     }
     s.out
 }
@@ -249,7 +238,27 @@ fn nice_of(prio: i32) -> Option<i8> {
     (100..140).contains(&prio).then(|| (prio - 120) as i8)
 }
 
-impl Shadow<'_> {
+impl<'a> Shadow<'a> {
+    fn new(cfg: FairConfig, ours: &'a dyn Fn(i32) -> bool) -> Shadow<'a> {
+        Shadow {
+            cfg,
+            ours,
+            blocked: BTreeMap::new(),
+            cpus: Vec::new(),
+            out: Agreement::default(),
+        }
+    }
+
+    /// One event of the schedule.
+    fn step(&mut self, ev: &Ev) {
+        match *ev {
+            Ev::Wakeup { .. } => self.wakeup(ev),
+            Ev::Switch { .. } => self.switch(ev),
+            Ev::Migrate { at, task, from, to } => self.migrate(at, task, from, to),
+            Ev::Waking { .. } => {}
+        }
+    }
+
     fn cpu(&mut self, cpu: usize) -> &mut Cpu {
         if self.cpus.len() <= cpu {
             self.cpus.resize_with(cpu + 1, Cpu::default);

@@ -50,7 +50,7 @@ use serde::Serialize;
 
 use schedlab_sim::sched::fair::FairConfig;
 
-use super::{Agreement, At, Ev, Shadow};
+use super::{At, Ev, Shadow};
 
 /// Nice 0's weight, every thread's here.
 const WEIGHT: u64 = 1024;
@@ -89,24 +89,13 @@ impl Placement {
 /// delayed under `DELAY_DEQUEUE`), so the kernel woke it where it was
 /// (`ttwu_runnable()`) without `select_task_rq_fair()`.
 pub fn on_queue_at_wakes(evs: &[Ev], ours: &dyn Fn(i32) -> bool, cfg: FairConfig) -> Vec<bool> {
-    let mut s = Shadow {
-        cfg,
-        ours,
-        blocked: BTreeMap::new(),
-        cpus: Vec::new(),
-        out: Agreement::default(),
-    };
+    let mut s = Shadow::new(cfg, ours);
     let mut out = Vec::new();
     for ev in evs {
-        match *ev {
-            Ev::Wakeup { task, .. } => {
-                out.push(s.at(task) != At::Blocked);
-                s.wakeup(ev);
-            }
-            Ev::Switch { .. } => s.switch(ev),
-            Ev::Migrate { at, task, from, to } => s.migrate(at, task, from, to),
-            Ev::Waking { .. } => {}
+        if let Ev::Wakeup { task, .. } = *ev {
+            out.push(s.at(task) != At::Blocked);
         }
+        s.step(ev);
     }
     out
 }
