@@ -144,7 +144,8 @@ impl<S: PolicyState> Task<S> {
     /// state and PELT signal. Nothing here runs it.
     pub fn for_host(id: TaskId, mask: CpuSet, state: S, avg: SchedAvg) -> Task<S> {
         let spec = TaskSpec::fair(0);
-        let mut t = new_task(id, &spec, mask, 3_000_000, 0);
+        let slice = FairConfig::for_cpus(mask.weight()).base_slice_ns;
+        let mut t = new_task(id, &spec, mask, slice, 0);
         t.policy = state;
         t.avg = avg;
         t

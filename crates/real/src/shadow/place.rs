@@ -77,13 +77,6 @@ pub struct Placement {
     pub apart_by: BTreeMap<String, u64>,
 }
 
-impl Placement {
-    /// The share of decided wakes placed alike (not sync).
-    pub fn share(&self) -> f64 {
-        self.same as f64 / self.wakes.max(1) as f64
-    }
-}
-
 /// For each `Ev::Wakeup` of `evs`, in order: whether its thread was still
 /// on a queue in the model's fair class `cfg` (queued, running, or
 /// delayed under `DELAY_DEQUEUE`), so the kernel woke it where it was
@@ -103,6 +96,9 @@ pub fn on_queue_at_wakes(evs: &[Ev], ours: &dyn Fn(i32) -> bool, cfg: FairConfig
 /// The recording's state the decisions read (module doc).
 struct State<'t> {
     topo: &'t Topology,
+    /// The machine the model's policy reads, shown the state before each
+    /// decided wake.
+    sh: Shared<LinuxTask>,
     ours: &'t dyn Fn(i32) -> bool,
     /// The kernel's running thread per CPU (0: idle).
     running: Vec<i32>,
@@ -130,9 +126,15 @@ pub fn compare(
     on_queue: &[bool],
 ) -> Placement {
     let n = topo.num_cpus();
-    let start = evs.first().map_or(0, at_of);
+    let start = evs.first().map_or(0, |ev| match *ev {
+        Ev::Waking { at, .. }
+        | Ev::Wakeup { at, .. }
+        | Ev::Switch { at, .. }
+        | Ev::Migrate { at, .. } => at,
+    });
     let mut s = State {
         topo,
+        sh: Shared::new(topo.clone(), Config::for_topology(topo), 1),
         ours,
         running: vec![0; n],
         runnable: BTreeMap::new(),
@@ -144,7 +146,6 @@ pub fn compare(
     };
     let mut wakeups = 0;
     for ev in evs {
-        s.pelt(at_of(ev));
         match *ev {
             Ev::Waking {
                 cpu,
@@ -169,29 +170,22 @@ pub fn compare(
                 s.wakeup(at, task, target, new || queued);
             }
             Ev::Switch {
+                at,
                 cpu,
                 prev,
                 prev_state,
                 next,
                 ..
-            } => s.switch(cpu, prev, prev_state, next),
-            Ev::Migrate { task, to, .. } => {
-                if let Some(c) = s.runnable.get_mut(&task) {
-                    *c = to;
+            } => s.switch(at, cpu, prev, prev_state, next),
+            Ev::Migrate { at, task, to, .. } => {
+                if let Some(&from) = s.runnable.get(&task) {
+                    s.touch(at, &[task], &[from, to]);
+                    s.runnable.insert(task, to);
                 }
             }
         }
     }
     s.out
-}
-
-fn at_of(ev: &Ev) -> u64 {
-    match *ev {
-        Ev::Waking { at, .. }
-        | Ev::Wakeup { at, .. }
-        | Ev::Switch { at, .. }
-        | Ev::Migrate { at, .. } => at,
-    }
 }
 
 impl State<'_> {
@@ -203,24 +197,37 @@ impl State<'_> {
         ours + u32::from(r != 0 && !self.runnable.contains_key(&r))
     }
 
-    /// Every PELT signal brought to `now`, from the state before it.
-    fn pelt(&mut self, now: u64) {
-        for (tid, avg) in self.task_avg.iter_mut() {
+    /// `available_idle_cpu()` as the record shows it: nothing running,
+    /// nothing queued.
+    fn idle(&self, cpu: usize) -> bool {
+        self.running[cpu] == 0 && self.nr_running(cpu) == 0
+    }
+
+    /// The PELT signals of threads `tids` and CPUs `cpus` brought to `now`
+    /// from the state they had since their last update: called before
+    /// that state changes and before a signal is read, as the kernel
+    /// updates a signal only when its inputs change or it is read
+    /// (`update_load_avg()`).
+    fn touch(&mut self, now: u64, tids: &[i32], cpus: &[usize]) {
+        for tid in tids {
             let on_rq = self.runnable.contains_key(tid);
             let running = self.running.contains(tid);
-            avg.update_se(now, WEIGHT, on_rq, running);
+            if let Some(avg) = self.task_avg.get_mut(tid) {
+                avg.update_se(now, WEIGHT, on_rq, running);
+            }
         }
-        for cpu in 0..self.running.len() {
+        for &cpu in cpus {
             let nr = self.nr_running(cpu) as u64;
             let running = self.running[cpu] != 0;
             self.cpu_avg[cpu].update_cfs_rq(now, nr * WEIGHT, nr, running);
         }
     }
 
-    fn switch(&mut self, cpu: usize, prev: i32, prev_state: PrevState, next: i32) {
+    fn switch(&mut self, at: u64, cpu: usize, prev: i32, prev_state: PrevState, next: i32) {
         if cpu >= self.running.len() {
             return;
         }
+        self.touch(at, &[prev, next], &[cpu]);
         if prev != 0 && prev_state != PrevState::Runnable {
             self.runnable.remove(&prev);
         }
@@ -236,6 +243,7 @@ impl State<'_> {
         let pending = self.waking.remove(&task);
         if let (Some((cpu, waker, prev)), false) = (pending, new) {
             if !self.runnable.contains_key(&task) && target < self.running.len() {
+                self.show(at, task);
                 let before = self.linux.get(&waker).copied().unwrap_or_default();
                 let (mut w_plain, mut w_sync) = (before, before);
                 let (plain, wakee, why) =
@@ -264,6 +272,11 @@ impl State<'_> {
             }
         }
         if (self.ours)(task) && target < self.running.len() {
+            let was = self.runnable.get(&task).copied();
+            self.touch(at, &[task], &[target]);
+            if let Some(c) = was.filter(|&c| c != target) {
+                self.touch(at, &[], &[c]);
+            }
             self.runnable.insert(task, target);
             self.task_avg
                 .entry(task)
@@ -286,10 +299,9 @@ impl State<'_> {
     /// wake on `this` from `prev`: this idle and prev not, in one LLC.
     /// Else the load branch, `wake_affine_weight()`, did.
     fn affine_by_idle(&self, this: usize, prev: usize) -> bool {
-        let idle = |c: usize| self.nr_running(c) == 0 && self.running[c] == 0;
         let v = AffineView {
-            this_idle: idle(this),
-            prev_idle: idle(prev),
+            this_idle: self.idle(this),
+            prev_idle: self.idle(prev),
             share_cache: self.topo.llc_id(CpuId::new(this)) == self.topo.llc_id(CpuId::new(prev)),
             this_nr_running: self.nr_running(this),
             this_load: 0,
@@ -301,16 +313,17 @@ impl State<'_> {
         wake_affine_idle(&v, false) == Affine::This
     }
 
-    /// The machine as the model's policy reads it now, from `cpu`.
-    fn shared(&self) -> Shared<LinuxTask> {
-        let sh = Shared::new(self.topo.clone(), Config::for_topology(self.topo), 1);
-        for c in 0..self.running.len() {
+    /// Shows the machine the model's policy reads the state at `now`
+    /// (every CPU's PELT and the wakee's brought to it), once per wake.
+    fn show(&mut self, now: u64, task: i32) {
+        let cpus: Vec<usize> = (0..self.running.len()).collect();
+        self.touch(now, &[task], &cpus);
+        for c in cpus {
             let nr = self.nr_running(c);
             let id = CpuId::new(c);
-            sh.show_idle(id, nr == 0 && self.running[c] == 0);
-            sh.publish_cpu(id, nr, nr, &self.cpu_avg[c]);
+            self.sh.show_idle(id, self.idle(c));
+            self.sh.publish_cpu(id, nr, nr, &self.cpu_avg[c]);
         }
-        sh
     }
 
     /// The model's CPU for `task`'s wake by `waker` (its state
@@ -328,8 +341,7 @@ impl State<'_> {
         prev: usize,
         sync: bool,
     ) -> (usize, LinuxTask, &'static str) {
-        let sh = self.shared();
-        let m = sh.machine(CpuId::new(cpu), at);
+        let m = self.sh.machine(CpuId::new(cpu), at);
         let mut policy = Linux::default();
         let (id, owner) = (TaskId(task as u32), CpuId::new(prev));
         let w = (waker != 0).then_some(waker_state);
