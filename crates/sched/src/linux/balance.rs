@@ -67,7 +67,7 @@ use schedlab_topology::{CpuId, Level, Topology};
 
 use super::lb::{
     self, Attempt, CanMigrate, CasEnv, CpuStat, Idle, LbEnv, Migration, MigrationType, SdParams,
-    TaskView, JIFFY_NS, MAX_PINNED_INTERVAL_MS, SCHED_NR_MIGRATE,
+    TaskView, Verdict, JIFFY_NS, MAX_PINNED_INTERVAL_MS, SCHED_NR_MIGRATE,
 };
 use crate::balancer::{Balancer, Cx, Request, Requests};
 use crate::config::{CasTunables, Config};
@@ -140,23 +140,13 @@ impl Balancer for LinuxLb {
     fn newly_idle<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) -> Requests<LbMsg> {
         let mut req = Requests::none();
         self.own.idle_stamp = Some(now);
-        let (n, costs) = (self.own.domains, self.own.newidle_cost);
-        if n == 0 || self.own.avg_idle < costs[0] || !cx.sh.overloaded() {
-            return req;
-        }
         let mut planned = Planned::new();
-        let mut curr_cost = 0;
-        for (i, &cost) in costs.iter().enumerate().take(n) {
-            if self.own.avg_idle < curr_cost + cost {
-                break;
-            }
+        let own = self.own;
+        own.newidle_walk(cx.sh.overloaded(), |i| {
             let before = cx.counters.lb_pulls;
             self.balance_rq(cx, cx.cpu, i, Idle::NewlyIdle, &mut planned, &mut req);
-            curr_cost += cost;
-            if cx.counters.lb_pulls > before {
-                break;
-            }
-        }
+            cx.counters.lb_pulls > before
+        });
         req
     }
 
@@ -166,13 +156,8 @@ impl Balancer for LinuxLb {
         let Some(stamp) = self.own.idle_stamp.take() else {
             return;
         };
-        let max = 2 * self
-            .own
-            .max_idle_balance_cost(cx.sh.config().balance.migration_cost_ns);
-        let delta = now.saturating_sub(stamp) as i64;
-        let a = &mut self.own.avg_idle;
-        *a = (*a as i64 + (delta - *a as i64) / 8).max(0) as u64;
-        *a = (*a).min(max);
+        let cost = cx.sh.config().balance.migration_cost_ns;
+        self.own.idled(now.saturating_sub(stamp), cost);
     }
 
     fn handle<S: PolicyState>(
@@ -320,28 +305,19 @@ impl LinuxLb {
         let me = if idle == Idle::NotIdle { cx.cpu } else { cpu };
         let sh = cx.sh;
         let stat = |c: CpuId| self.cpu_stat(sh, c, me, dst_llc, planned);
-        let local = lb::groups(topo, &sd, cpu)[0];
-        if !lb::should_we_balance(&env, topo, &local, &stat) {
-            self.balanced(cpu, i, idle, &env);
-            return false;
-        }
-        let sds = lb::update_sd_lb_stats(&env, topo, &stat);
-        if idle != Idle::NewlyIdle && sd.child == Some(Level::Llc) && env.cas.is_some() {
-            // `record_sg_llc_stats()`: each LLC's utilization for the guard.
-            for g in &sds.groups {
-                if let Some(first) = g.span.first() {
-                    let (u, c) = &self.sh.llc_stats[topo.llc_ordinal(first)];
-                    u.store(g.util, Ordering::Relaxed);
-                    c.store(g.capacity, Ordering::Relaxed);
-                }
+        let (busiest, mig, sds) = match lb::decide(&env, topo, &stat) {
+            Verdict::NotThisCpu => {
+                self.balanced(cpu, i, idle, &env);
+                return false;
             }
-        }
-        let found = lb::find_src_group(&env, &sds)
-            .and_then(|(g, mig)| lb::find_src_rq(&env, &g.span, mig, &stat).map(|c| (c, mig)));
-        let Some((busiest, mig)) = found else {
-            self.balanced(cpu, i, idle, &env);
-            return true;
+            Verdict::Balanced(sds) => {
+                self.record_llc_stats(topo, &env, &sds);
+                self.balanced(cpu, i, idle, &env);
+                return true;
+            }
+            Verdict::Pull { src, mig, sds } => (src, mig, sds),
         };
+        self.record_llc_stats(topo, &env, &sds);
         {
             let mut l = self.sh.lb[cpu.index()].lock();
             l.sd[i].balance_interval_ms = env.params.min_interval_ms;
@@ -361,6 +337,22 @@ impl LinuxLb {
             msg: LbMsg::Pull(pull),
         });
         true
+    }
+
+    /// `record_sg_llc_stats()`: each LLC's utilization for cache-aware
+    /// scheduling's guard, from a periodic balance of the level above the
+    /// LLCs.
+    fn record_llc_stats(&self, topo: &Topology, env: &LbEnv, sds: &lb::SdStats) {
+        if env.idle == Idle::NewlyIdle || env.sd.child != Some(Level::Llc) || env.cas.is_none() {
+            return;
+        }
+        for g in &sds.groups {
+            if let Some(first) = g.span.first() {
+                let (u, c) = &self.sh.llc_stats[topo.llc_ordinal(first)];
+                u.store(g.util, Ordering::Relaxed);
+                c.store(g.capacity, Ordering::Relaxed);
+            }
+        }
     }
 
     /// `out_balanced`: no failure to count; back off the interval, except

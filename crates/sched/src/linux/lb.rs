@@ -420,6 +420,40 @@ pub fn should_we_balance(
     local.first() == Some(env.dst)
 }
 
+/// What one `sched_balance_rq()` decides for `env.dst` at `env.sd`, before
+/// it asks the busiest CPU for tasks.
+#[derive(Clone, Debug)]
+pub enum Verdict {
+    /// [`should_we_balance`] leaves this level to another CPU.
+    NotThisCpu,
+    /// Balanced: [`find_src_group`] or [`find_src_rq`] found nothing to
+    /// move (the group statistics, for what the caller records of them).
+    Balanced(SdStats),
+    /// Pull `mig` from `src`.
+    Pull {
+        src: CpuId,
+        mig: Migration,
+        sds: SdStats,
+    },
+}
+
+/// One `sched_balance_rq()` up to its choice of the busiest CPU: the
+/// steps 1 to 3 of the module doc, over what `stat` reads of each CPU.
+/// The simulator's balancer and the recording's shadow both decide with it.
+pub fn decide(env: &LbEnv, topo: &Topology, stat: &impl Fn(CpuId) -> CpuStat) -> Verdict {
+    let local = groups(topo, &env.sd, env.dst)[0];
+    if !should_we_balance(env, topo, &local, stat) {
+        return Verdict::NotThisCpu;
+    }
+    let sds = update_sd_lb_stats(env, topo, stat);
+    let found = find_src_group(env, &sds)
+        .and_then(|(g, mig)| find_src_rq(env, &g.span, mig, stat).map(|c| (c, mig)));
+    match found {
+        Some((src, mig)) => Verdict::Pull { src, mig, sds },
+        None => Verdict::Balanced(sds),
+    }
+}
+
 mod detach;
 pub use detach::{
     can_migrate_task, detach_amount, llc_order, need_active_balance, CanMigrate, TaskView,

@@ -180,7 +180,38 @@ impl LbOwn {
 
     /// `rq->max_idle_balance_cost`: the domains' costs, at least the
     /// migration cost.
-    pub(crate) fn max_idle_balance_cost(&self, migration_cost: u64) -> u64 {
+    pub fn max_idle_balance_cost(&self, migration_cost: u64) -> u64 {
         self.newidle_cost.iter().sum::<u64>().max(migration_cost)
+    }
+
+    /// An idle of `delta` ns ended: `avg_idle` learns it (`update_avg()`,
+    /// an eighth at a time), capped at twice `max_idle_balance_cost`.
+    pub fn idled(&mut self, delta: u64, migration_cost: u64) {
+        let max = 2 * self.max_idle_balance_cost(migration_cost);
+        let a = self.avg_idle as i64;
+        self.avg_idle = ((a + (delta as i64 - a) / 8).max(0) as u64).min(max);
+    }
+
+    /// `sched_balance_newidle()`'s walk: nothing when no CPU has a task
+    /// waiting (`overloaded` false) or `avg_idle` is under the lowest
+    /// domain's cost; else `try_level(i)` for each domain, bottom up, while
+    /// `avg_idle` covers the cost spent so far plus the domain's, until one
+    /// pulls (returns true). Whether one did.
+    pub fn newidle_walk(&self, overloaded: bool, mut try_level: impl FnMut(usize) -> bool) -> bool {
+        let (n, costs) = (self.domains, self.newidle_cost);
+        if n == 0 || self.avg_idle < costs[0] || !overloaded {
+            return false;
+        }
+        let mut curr_cost = 0;
+        for (i, &cost) in costs.iter().enumerate().take(n) {
+            if self.avg_idle < curr_cost + cost {
+                break;
+            }
+            if try_level(i) {
+                return true;
+            }
+            curr_cost += cost;
+        }
+        false
     }
 }
