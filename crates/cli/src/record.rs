@@ -263,4 +263,16 @@ fn print_shadow(r: &shadow::Report) {
             say!("  placed apart, the model's step and the kernel's: {why}: {n}");
         }
     }
+    if let Some(b) = &r.balance {
+        say!(
+            "the kernel's migrations outside a wake, asked of the model's balancer from the kernel's state: {} moves, the model would have made {}; {} newly idle CPUs, at {} of which the model would have pulled where the kernel did not",
+            b.moves,
+            b.model_would,
+            b.newidle,
+            b.model_extra
+        );
+        for (why, n) in &b.by {
+            say!("  the destination's kind and the model's answer: {why}: {n}");
+        }
+    }
 }

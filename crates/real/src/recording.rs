@@ -219,7 +219,9 @@ fn finish(
         let mut cfg = schedlab_sim::sched::fair::FairConfig::for_cpus(ncpus()).with_hz(hz);
         cfg.features = schedlab_sim::sched::fair::FeatureSet::LINUX;
         let on_queue = shadow::on_queue_at_wakes(&evs, &ours, cfg);
-        shadow.placement = Some(shadow::place::compare(&evs, &ours, &topo, &on_queue));
+        let (placement, balance) = shadow::balance::compare(&evs, &ours, &topo, &on_queue);
+        shadow.placement = Some(placement);
+        shadow.balance = Some(balance);
     }
     let mut outside: BTreeMap<String, u64> = BTreeMap::new();
     for t in rec.threads.values().filter(|t| !t.ours) {

@@ -65,6 +65,7 @@ use schedlab_sim::sched::fair::{
 use schedlab_sim::PrevState;
 use serde::Serialize;
 
+pub mod balance;
 mod events;
 pub mod place;
 mod report;

@@ -94,24 +94,37 @@ pub fn on_queue_at_wakes(evs: &[Ev], ours: &dyn Fn(i32) -> bool, cfg: FairConfig
 }
 
 /// The recording's state the decisions read (module doc).
-struct State<'t> {
-    topo: &'t Topology,
+pub(super) struct State<'t> {
+    pub(super) topo: &'t Topology,
     /// The machine the model's policy reads, shown the state before each
     /// decided wake.
     sh: Shared<LinuxTask>,
-    ours: &'t dyn Fn(i32) -> bool,
+    pub(super) ours: &'t dyn Fn(i32) -> bool,
     /// The kernel's running thread per CPU (0: idle).
-    running: Vec<i32>,
+    pub(super) running: Vec<i32>,
     /// The recording's runnable threads, by CPU.
-    runnable: BTreeMap<i32, usize>,
+    pub(super) runnable: BTreeMap<i32, usize>,
     /// `LinuxTask` per thread the record names as a waker or wakee.
     linux: BTreeMap<i32, LinuxTask>,
-    task_avg: BTreeMap<i32, SchedAvg>,
-    cpu_avg: Vec<SchedAvg>,
+    pub(super) task_avg: BTreeMap<i32, SchedAvg>,
+    pub(super) cpu_avg: Vec<SchedAvg>,
     /// A `sched_waking` waiting for its `sched_wakeup`: (waker's CPU,
     /// waker, prev).
-    waking: BTreeMap<i32, (usize, i32, usize)>,
+    pub(super) waking: BTreeMap<i32, (usize, i32, usize)>,
     out: Placement,
+}
+
+/// What else reads the rebuilt state as the walk goes: shown each switch
+/// and each move before the state takes it in (`evs[i]` is the event).
+pub(super) trait Watch {
+    fn switch(&mut self, s: &mut State, sw: (u64, usize, i32, PrevState, i32));
+    fn migrate(&mut self, s: &mut State, evs: &[Ev], i: usize, mv: (u64, i32, usize, usize));
+}
+
+/// Nothing else watches.
+impl Watch for () {
+    fn switch(&mut self, _: &mut State, _: (u64, usize, i32, PrevState, i32)) {}
+    fn migrate(&mut self, _: &mut State, _: &[Ev], _: usize, _: (u64, i32, usize, usize)) {}
 }
 
 /// The model's wake placement beside the kernel's over `evs` (in time
@@ -124,6 +137,17 @@ pub fn compare(
     ours: &dyn Fn(i32) -> bool,
     topo: &Topology,
     on_queue: &[bool],
+) -> Placement {
+    walk(evs, ours, topo, on_queue, &mut ())
+}
+
+/// [`compare`], with `watch` shown the state at each switch and move.
+pub(super) fn walk(
+    evs: &[Ev],
+    ours: &dyn Fn(i32) -> bool,
+    topo: &Topology,
+    on_queue: &[bool],
+    watch: &mut dyn Watch,
 ) -> Placement {
     let n = topo.num_cpus();
     let start = evs.first().map_or(0, |ev| match *ev {
@@ -145,7 +169,7 @@ pub fn compare(
         out: Placement::default(),
     };
     let mut wakeups = 0;
-    for ev in evs {
+    for (i, ev) in evs.iter().enumerate() {
         match *ev {
             Ev::Waking {
                 cpu,
@@ -176,8 +200,12 @@ pub fn compare(
                 prev_state,
                 next,
                 ..
-            } => s.switch(at, cpu, prev, prev_state, next),
-            Ev::Migrate { at, task, to, .. } => {
+            } => {
+                watch.switch(&mut s, (at, cpu, prev, prev_state, next));
+                s.switch(at, cpu, prev, prev_state, next);
+            }
+            Ev::Migrate { at, task, from, to } => {
+                watch.migrate(&mut s, evs, i, (at, task, from, to));
                 if let Some(&from) = s.runnable.get(&task) {
                     s.touch(at, &[task], &[from, to]);
                     s.runnable.insert(task, to);
@@ -191,7 +219,7 @@ pub fn compare(
 impl State<'_> {
     /// The recording's runnable threads on `cpu`, plus one for a thread
     /// outside it running there.
-    fn nr_running(&self, cpu: usize) -> u32 {
+    pub(super) fn nr_running(&self, cpu: usize) -> u32 {
         let ours = self.runnable.values().filter(|&&c| c == cpu).count() as u32;
         let r = self.running[cpu];
         ours + u32::from(r != 0 && !self.runnable.contains_key(&r))
@@ -313,12 +341,17 @@ impl State<'_> {
         wake_affine_idle(&v, false) == Affine::This
     }
 
+    /// Every CPU's PELT signal and `task`'s brought to `now`.
+    pub(super) fn show_pelt(&mut self, now: u64, task: i32) {
+        let cpus: Vec<usize> = (0..self.running.len()).collect();
+        self.touch(now, &[task], &cpus);
+    }
+
     /// Shows the machine the model's policy reads the state at `now`
     /// (every CPU's PELT and the wakee's brought to it), once per wake.
     fn show(&mut self, now: u64, task: i32) {
-        let cpus: Vec<usize> = (0..self.running.len()).collect();
-        self.touch(now, &[task], &cpus);
-        for c in cpus {
+        self.show_pelt(now, task);
+        for c in 0..self.running.len() {
             let nr = self.nr_running(c);
             let id = CpuId::new(c);
             self.sh.show_idle(id, self.idle(c));
@@ -371,12 +404,12 @@ impl State<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use schedlab_topology::CpuSet;
 
     /// Two CPUs, no SMT, one LLC: this machine's shape.
-    fn two() -> Topology {
+    pub(in crate::shadow) fn two() -> Topology {
         let c = |i| CpuSet::single(CpuId::new(i));
         Topology::from_groups(
             "two",
@@ -387,7 +420,7 @@ mod tests {
         .expect("a valid shape")
     }
 
-    fn sw(at: u64, cpu: usize, prev: i32, st: PrevState, next: i32) -> Ev {
+    pub(in crate::shadow) fn sw(at: u64, cpu: usize, prev: i32, st: PrevState, next: i32) -> Ev {
         Ev::Switch {
             at,
             cpu,

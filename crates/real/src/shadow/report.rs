@@ -22,6 +22,9 @@ pub struct Report {
     /// The model's wake placement against the kernel's ([`place`]), when
     /// the machine's shape is known.
     pub placement: Option<place::Placement>,
+    /// The model's balancer against the kernel's migrations outside a
+    /// wake ([`super::balance`]), when the machine's shape is known.
+    pub balance: Option<super::balance::Balance>,
 }
 
 impl Report {
@@ -70,6 +73,7 @@ impl Report {
             fit,
             candidates,
             placement: None,
+            balance: None,
         }
     }
 }
