@@ -87,6 +87,13 @@ pub const PRESETS: &[Preset] = &[
         llc_source: "Zen 3 (Milan): one 32 MB L3 per 8-core CCX (AMD's EPYC 7003 product pages); the reply names the shape, not the model, and 8 CPUs per CCX reads as SMT off",
     },
     Preset {
+        name: "genoa-4n-128",
+        doc: "the AMD Genoa of the cache-aware scheduling v1 cover (LKML, October 2025): 4 nodes x 2 CCXs x 16 CPUs, 128 CPUs, taken as 8 cores x 2 threads per CCX, siblings N and N+64",
+        shape: shape(4, 2, 8, 2, Siblings::Split),
+        llc_bytes: 32 * MIB,
+        llc_source: "Zen 4 (EPYC 9004): one 32 MB L3 per 8-core CCD (AMD's product pages); the cover names the shape (\"4 Nodes and 32 CPUs per node. Each node has 2 CCXs and each CCX has 16 CPUs\"), not the model; 16 CPUs per 8-core CCD reads as SMT on",
+    },
+    Preset {
         name: "epyc-9t24-vm",
         doc: "the AMD EPYC 9T24 VM of an LKML report in the cache-aware scheduling threads (an 8-thread simulator process gathered into one CCX): 8 CCXs x 16 vCPUs, 128 vCPUs, taken as 8 cores x 2 threads, one node",
         shape: shape(1, 8, 8, 2, Siblings::Adjacent),
@@ -128,6 +135,7 @@ mod tests {
             ("epyc-2s-384", 384, 24, 2),
             ("spr-2s", 224, 2, 2),
             ("milan-4n-128", 128, 16, 4),
+            ("genoa-4n-128", 128, 8, 4),
             ("epyc-9t24-vm", 128, 8, 1),
             ("max-1024", 1024, 64, 4),
         ];
