@@ -265,11 +265,12 @@ fn print_shadow(r: &shadow::Report) {
     }
     if let Some(b) = &r.balance {
         say!(
-            "the kernel's migrations outside a wake, asked of the model's balancer from the kernel's state: {} moves, the model would have made {}; {} newly idle CPUs, at {} of which the model would have pulled where the kernel did not",
+            "the kernel's migrations outside a wake, asked of the model's balancer from the kernel's state: {} moves, the model would have made {}; {} newly idle CPUs, at {} of which the model would have pulled where the kernel did not ({} trying every domain, without NI_RANDOM's dice)",
             b.moves,
             b.model_would,
             b.newidle,
-            b.model_extra
+            b.model_extra,
+            b.model_extra_every_domain
         );
         for (why, n) in &b.by {
             say!("  the destination's kind and the model's answer: {why}: {n}");

@@ -96,6 +96,13 @@ pub struct Balance {
     pub migration_cost_ns: u64,
     /// Whose balancer: the seed's or Linux's.
     pub kind: BalanceKind,
+    /// Linux's `NI_RANDOM` (6.19's default, in 6.18's stable series from
+    /// 6.18.5): a newly idle balance tries each domain with a probability
+    /// that follows its recent success rate (`linux::balance::newidle`).
+    pub ni_random: bool,
+    /// The root of the balancer's random draws (`NI_RANDOM`'s dice), one
+    /// stream per CPU; a host sets it from its run's seed.
+    pub seed: u64,
 }
 
 impl Balance {
@@ -105,6 +112,8 @@ impl Balance {
         interval_ns: 4_000_000,
         migration_cost_ns: 500_000,
         kind: BalanceKind::Seed,
+        ni_random: true,
+        seed: 0,
     };
     pub const OFF: Balance = Balance {
         newidle: false,

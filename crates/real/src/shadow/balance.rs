@@ -23,8 +23,11 @@
 //! * **A newly idle miss** is a CPU whose thread blocked and that went idle
 //!   (the kernel pulled nothing), where the model's newly idle balance
 //!   ([`LbOwn::newidle_walk`], with `avg_idle` learnt from the record's idle
-//!   periods by [`LbOwn::idled`]) would have pulled a waiting recorded
-//!   thread: `model_extra`.
+//!   periods by [`LbOwn::idled`], `NI_RANDOM`'s dice as the model throws
+//!   them) would have pulled a waiting recorded thread: `model_extra`; and
+//!   `model_extra_every_domain`, the same walk trying every domain
+//!   `avg_idle` allows (the balance decision without the dice, which the
+//!   kernel's own throws cannot be matched to).
 //!
 //! Simplified, and said where it shows: `nr_balance_failed` is unknown
 //! (0: a first attempt, so a cache-hot task stays), a delayed task's
@@ -57,6 +60,10 @@ pub struct Balance {
     /// Newly idle CPUs the kernel left idle where the model's newly idle
     /// balance would have pulled a recorded thread.
     pub model_extra: u64,
+    /// The same, the model's newly idle balance trying every domain its
+    /// `avg_idle` allows (no `NI_RANDOM` dice): the balance decision
+    /// alone.
+    pub model_extra_every_domain: u64,
     /// Newly idle moments seen (a CPU whose thread blocked going idle).
     pub newidle: u64,
     /// The kernel's moves by the destination's kind (`idle`, `newidle`,
@@ -89,20 +96,19 @@ pub fn compare(
     topo: &Topology,
     on_queue: &[bool],
 ) -> (Placement, Balance) {
-    let cost = schedlab_sim::sched::Config::for_topology(topo)
-        .balance
-        .migration_cost_ns;
-    let mut b = BalanceState::new(topo, cost);
+    let balance = schedlab_sim::sched::Config::for_topology(topo).balance;
+    let mut b = BalanceState::new(topo, &balance);
     let p = place::walk(evs, ours, topo, on_queue, &mut b);
     (p, b.out)
 }
 
 impl BalanceState {
-    fn new(topo: &Topology, migration_cost: u64) -> BalanceState {
+    fn new(topo: &Topology, balance: &schedlab_sim::sched::Balance) -> BalanceState {
+        let migration_cost = balance.migration_cost_ns;
         BalanceState {
             own: topo
                 .cpu_ids()
-                .map(|c| LbOwn::new(topo, c, migration_cost))
+                .map(|c| LbOwn::new(topo, c, balance))
                 .collect(),
             idle_since: vec![None; topo.num_cpus()],
             last_ran: BTreeMap::new(),
@@ -192,15 +198,24 @@ impl Watch for BalanceState {
             self.out.newidle += 1;
             s.show_pelt(at, prev);
             let overloaded = (0..s.running.len()).any(|c| s.nr_running(c) > 1);
-            let pulls = self.own[cpu].newidle_walk(overloaded, |level| {
+            let pull_at = |level: usize| {
                 let Ok((src, kind, attempt)) = s.model_pull(cpu, Idle::NewlyIdle, level..level + 1)
                 else {
                     return false;
                 };
                 s.waiting_on(src.index())
                     .any(|t| self.may_go(s, at, t, kind, &attempt) == CanMigrate::Yes)
-            });
+            };
+            // The model as it runs (NI_RANDOM's dice, kept), and the same
+            // walk trying every domain (a copy, not kept).
+            let mut own = self.own[cpu];
+            let pulls = own.newidle_walk(overloaded, pull_at);
+            let mut every = self.own[cpu];
+            every.newidle.ni_random = false;
+            let would = every.newidle_walk(overloaded, pull_at);
+            self.own[cpu] = own;
             self.out.model_extra += u64::from(pulls);
+            self.out.model_extra_every_domain += u64::from(would);
         }
         if next == 0 {
             self.idle_since[cpu] = Some(at);
@@ -367,14 +382,18 @@ mod tests {
         evs.push(sw(1_000_000, 1, 12, PrevState::Blocked, 0));
         let (_, b) = compare(&evs, &ours, &two(), &[]);
         assert_eq!(
-            (b.newidle, b.model_extra, b.moves),
+            (b.newidle, b.model_extra_every_domain, b.moves),
             (1, 1, 0),
             "one newly idle CPU the model would have fed: {b:?}"
         );
         let mut evs = start();
         evs.push(sw(2_000, 1, 12, PrevState::Blocked, 0));
         let (_, b) = compare(&evs, &ours, &two(), &[]);
-        assert_eq!((b.newidle, b.model_extra), (1, 0), "11 is cache-hot: {b:?}");
+        assert_eq!(
+            (b.newidle, b.model_extra_every_domain, b.model_extra),
+            (1, 0, 0),
+            "11 is cache-hot: {b:?}"
+        );
     }
 
     /// A move between `sched_waking` and `sched_wakeup` is the wake's

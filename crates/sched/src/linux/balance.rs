@@ -25,8 +25,9 @@
 //!   else each domain, bottom up, while `avg_idle` covers the cost spent so
 //!   far plus the domain's; the first pull ends it. `avg_idle` learns each
 //!   idle period (`update_avg()`, an eighth at a time, capped at twice
-//!   `max_idle_balance_cost`). 7.x's `NI_RANDOM` (skipping by the
-//!   domain's recent success rate) is not modelled.
+//!   `max_idle_balance_cost`). With `NI_RANDOM` (6.19's default) each
+//!   domain is tried only with a probability that follows its recent
+//!   success rate ([`newidle`]).
 //!
 //! A balance pass decides from what the other CPUs published, then posts a
 //! [`Pull`] to the busiest CPU (a message and a kick: the model's stand-in
@@ -77,6 +78,7 @@ use crate::shared::Shared;
 use crate::sync::Ordering;
 use crate::task::{Task, TaskId};
 
+pub mod newidle;
 mod state;
 pub use state::{LbCpu, LbMsg, LbOwn, LbShared, Pull, SdState, NEWIDLE_NS_PER_CPU};
 
@@ -100,7 +102,7 @@ impl LinuxLb {
         topo.cpu_ids()
             .map(|c| LinuxLb {
                 sh: sh.clone(),
-                own: LbOwn::new(topo, c, config.balance.migration_cost_ns),
+                own: LbOwn::new(topo, c, &config.balance),
             })
             .collect()
     }
@@ -141,12 +143,13 @@ impl Balancer for LinuxLb {
         let mut req = Requests::none();
         self.own.idle_stamp = Some(now);
         let mut planned = Planned::new();
-        let own = self.own;
+        let mut own = self.own;
         own.newidle_walk(cx.sh.overloaded(), |i| {
             let before = cx.counters.lb_pulls;
             self.balance_rq(cx, cx.cpu, i, Idle::NewlyIdle, &mut planned, &mut req);
             cx.counters.lb_pulls > before
         });
+        self.own = own;
         req
     }
 

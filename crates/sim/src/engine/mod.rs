@@ -113,7 +113,8 @@ fn event_word(kind: u64, cpu: CpuId, task: u32) -> u64 {
 }
 
 /// Stream `n` of the run's seed: the RNG tree's branches (0 tie-breaks,
-/// 1 programs, 2 the machine's jitter, 3 where tasks boot).
+/// 1 programs, 2 the machine's jitter, 3 where tasks boot, 4 the seed of
+/// the balancer's own draws, `Balance::seed`).
 fn stream(seed: u64, n: u64) -> ChaCha8Rng {
     let mut r = ChaCha8Rng::seed_from_u64(seed);
     r.set_stream(n);
@@ -190,7 +191,9 @@ impl<P: Policy, B: Balancer> Engine<P, B> {
     pub fn with_balancer(spec: &SimSpec, seed: u64, policy: P) -> Engine<P, B> {
         let n = spec.topology.num_cpus();
         let max_tasks = spec.tasks.len() + spec.max_tasks;
-        let sh = Shared::new(spec.topology.clone(), spec.config, max_tasks);
+        let mut config = spec.config;
+        config.balance.seed = stream(seed, 4).next_u64();
+        let sh = Shared::new(spec.topology.clone(), config, max_tasks);
         let sched = CpuSched::for_machine(&sh, policy);
         let hw = (0..n).map(|_| HwCpu::default()).collect();
         let mut objects = Objects::default();

@@ -9,7 +9,8 @@ use schedlab_topology::{CpuId, Topology};
 use super::super::cas::{CpuRuntime, ProcCache};
 use super::super::fork::{domains, Domain};
 use super::super::lb::{Attempt, Idle, Migration, SdParams};
-use crate::config::CasTunables;
+use super::newidle::Newidle;
+use crate::config::{Balance, CasTunables};
 use crate::sync::{AtomicU64, Mutex, Ordering};
 
 /// The estimated cost of a newly idle balance, per CPU of the domain (ns).
@@ -150,7 +151,7 @@ pub enum LbMsg {
 }
 
 /// A CPU's own balancing state that no other CPU reads.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct LbOwn {
     /// `rq->avg_idle`, ns.
     pub avg_idle: u64,
@@ -161,20 +162,25 @@ pub struct LbOwn {
     pub newidle_cost: [u64; 4],
     /// How many domains the CPU has.
     pub domains: usize,
+    /// `NI_RANDOM`'s state ([`Newidle`]).
+    pub newidle: Newidle,
 }
 
 impl LbOwn {
-    pub fn new(topo: &Topology, cpu: CpuId, migration_cost: u64) -> LbOwn {
+    /// `cpu`'s, with the balance settings `b` (the migration cost,
+    /// `NI_RANDOM` and the seed of its dice).
+    pub fn new(topo: &Topology, cpu: CpuId, b: &Balance) -> LbOwn {
         let (doms, n) = domains(topo, cpu);
         let mut newidle_cost = [0; 4];
         for (c, d) in newidle_cost.iter_mut().zip(doms.iter().flatten()) {
             *c = d.span.weight() as u64 * NEWIDLE_NS_PER_CPU;
         }
         LbOwn {
-            avg_idle: 2 * migration_cost,
+            avg_idle: 2 * b.migration_cost_ns,
+            idle_stamp: None,
             newidle_cost,
             domains: n,
-            ..LbOwn::default()
+            newidle: Newidle::new(b.ni_random, b.seed, cpu.index() as u64),
         }
     }
 
@@ -184,34 +190,18 @@ impl LbOwn {
         self.newidle_cost.iter().sum::<u64>().max(migration_cost)
     }
 
+    /// `sched_balance_newidle()`'s walk ([`Newidle::walk`]) with this
+    /// CPU's `avg_idle` and domain costs.
+    pub fn newidle_walk(&mut self, overloaded: bool, try_level: impl FnMut(usize) -> bool) -> bool {
+        let at = (self.avg_idle, &self.newidle_cost, self.domains);
+        self.newidle.walk(at, overloaded, try_level)
+    }
+
     /// An idle of `delta` ns ended: `avg_idle` learns it (`update_avg()`,
     /// an eighth at a time), capped at twice `max_idle_balance_cost`.
     pub fn idled(&mut self, delta: u64, migration_cost: u64) {
         let max = 2 * self.max_idle_balance_cost(migration_cost);
         let a = self.avg_idle as i64;
         self.avg_idle = ((a + (delta as i64 - a) / 8).max(0) as u64).min(max);
-    }
-
-    /// `sched_balance_newidle()`'s walk: nothing when no CPU has a task
-    /// waiting (`overloaded` false) or `avg_idle` is under the lowest
-    /// domain's cost; else `try_level(i)` for each domain, bottom up, while
-    /// `avg_idle` covers the cost spent so far plus the domain's, until one
-    /// pulls (returns true). Whether one did.
-    pub fn newidle_walk(&self, overloaded: bool, mut try_level: impl FnMut(usize) -> bool) -> bool {
-        let (n, costs) = (self.domains, self.newidle_cost);
-        if n == 0 || self.avg_idle < costs[0] || !overloaded {
-            return false;
-        }
-        let mut curr_cost = 0;
-        for (i, &cost) in costs.iter().enumerate().take(n) {
-            if self.avg_idle < curr_cost + cost {
-                break;
-            }
-            if try_level(i) {
-                return true;
-            }
-            curr_cost += cost;
-        }
-        false
     }
 }
