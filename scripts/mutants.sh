@@ -46,6 +46,7 @@ declare -A what=(
   [long-file]="size: a file past 700 lines"
   [shadow-place-never-idle]="shadow placement: every CPU shown busy to the model's select_task_rq_fair()"
   [shadow-balance-never-hot]="shadow balance: can_migrate_task() is never told a task is cache-hot"
+  [ni-random-never-skips]="linux balancer: NI_RANDOM's die never skips a domain"
   [behaviour-outside-cpu]="structure: a module outside cpu/ implements CpuSched"
   [balance-read-early]="scenarios: a named balance = \"on\" is read without the policy the run ends with"
   [cas-wake-never]="linux-cas-wake: select_cache_cpu() always keeps prev (no steering at wake)"
