@@ -373,6 +373,9 @@ impl Builder {
         self.decide(p)?;
         let por = p.get_bool("protect_on_repick", self.spec.config.fair.protect_on_repick)?;
         self.spec.config.fair.protect_on_repick = por;
+        // Linux's NI_RANDOM (its balancer's proportional newly idle balance).
+        let ni = p.get_bool("ni_random", self.spec.config.balance.ni_random)?;
+        self.spec.config.balance.ni_random = ni;
         let run_ms: u64 = p.get("run_ms", self.spec.run_ns / 1_000_000)?;
         self.spec.run_ns = run_ms * 1_000_000;
         let m: usize = p.get("max_tasks", self.spec.max_tasks)?;

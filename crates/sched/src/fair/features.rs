@@ -26,7 +26,9 @@
 //! The rest of `features.h` (`CACHE_HOT_BUDDY`, `TTWU_QUEUE`, `SIS_UTIL`,
 //! `WA_*`, `UTIL_EST`, `NI_RANDOM`, ...) concerns placement, balancing or
 //! accounting: [`FeatureSet::parse`] names them as known to Linux and not
-//! switched here, rather than as unknown.
+//! switched here, rather than as unknown. (`NI_RANDOM` is modelled, in the
+//! Linux balancer, on by default and switched by a scenario's `ni_random`
+//! parameter, not by this set.)
 //!
 //! ## What changed between releases without a feature
 //!
