@@ -16,12 +16,12 @@ import sys
 
 def num(v):
     """Four significant figures, as the suite's table prints them."""
-    if v == 0:
-        return "0"
     a = abs(v)
+    if a < 1:
+        return f"{v:.4g}"
     for digits, limit in ((3, 10), (2, 100), (1, 1000)):
         if a < limit:
-            return f"{v:.{digits if a >= 1 else 4}f}" if a >= 1 else f"{v:.4g}"
+            return f"{v:.{digits}f}"
     return f"{v:.0f}"
 
 

@@ -130,7 +130,7 @@ impl BalanceState {
         let hot = self
             .last_ran
             .get(&task)
-            .is_some_and(|&t| now.saturating_sub(t) < self.migration_cost);
+            .is_some_and(|&t| lb::task_hot(now, t, self.migration_cost));
         let avg = s.task_avg.get(&task);
         let view = TaskView {
             allowed_on_dst: true,
@@ -191,7 +191,7 @@ impl Watch for BalanceState {
         }
         if prev == 0 {
             if let Some(since) = self.idle_since[cpu].take() {
-                self.own[cpu].idled(at.saturating_sub(since), self.migration_cost);
+                self.own[cpu].idled(at.saturating_sub(since));
             }
         }
         if next == 0 && prev != 0 && st != PrevState::Runnable {

@@ -155,12 +155,11 @@ impl Balancer for LinuxLb {
 
     /// The pass picked a task after idling: `avg_idle` learns how long the
     /// idle lasted (capped at twice the balance cost).
-    fn idle_ended<S: PolicyState>(&mut self, cx: &mut Cx<'_, S>, now: u64) {
+    fn idle_ended<S: PolicyState>(&mut self, _cx: &mut Cx<'_, S>, now: u64) {
         let Some(stamp) = self.own.idle_stamp.take() else {
             return;
         };
-        let cost = cx.sh.config().balance.migration_cost_ns;
-        self.own.idled(now.saturating_sub(stamp), cost);
+        self.own.idled(now.saturating_sub(stamp));
     }
 
     fn handle<S: PolicyState>(
@@ -524,7 +523,7 @@ impl LinuxLb {
         });
         TaskView {
             allowed_on_dst: t.mask.contains(dst),
-            hot: cost > 0 && now.saturating_sub(t.last_ran) < cost,
+            hot: lb::task_hot(now, t.last_ran, cost),
             load: t.avg.load_avg,
             util: t.avg.util_avg,
             degrades_llc: degrades,

@@ -456,7 +456,7 @@ pub fn decide(env: &LbEnv, topo: &Topology, stat: &impl Fn(CpuId) -> CpuStat) ->
 
 mod detach;
 pub use detach::{
-    can_migrate_task, detach_amount, llc_order, need_active_balance, CanMigrate, TaskView,
+    can_migrate_task, detach_amount, llc_order, need_active_balance, task_hot, CanMigrate, TaskView,
 };
 
 #[cfg(test)]

@@ -162,6 +162,9 @@ pub struct LbOwn {
     pub newidle_cost: [u64; 4],
     /// How many domains the CPU has.
     pub domains: usize,
+    /// `rq->max_idle_balance_cost`: the domains' costs, at least the
+    /// migration cost; fixed with the topology.
+    pub max_idle_balance_cost: u64,
     /// `NI_RANDOM`'s state ([`Newidle`]).
     pub newidle: Newidle,
 }
@@ -180,14 +183,9 @@ impl LbOwn {
             idle_stamp: None,
             newidle_cost,
             domains: n,
+            max_idle_balance_cost: newidle_cost.iter().sum::<u64>().max(b.migration_cost_ns),
             newidle: Newidle::new(b.ni_random, b.seed, cpu.index() as u64),
         }
-    }
-
-    /// `rq->max_idle_balance_cost`: the domains' costs, at least the
-    /// migration cost.
-    pub fn max_idle_balance_cost(&self, migration_cost: u64) -> u64 {
-        self.newidle_cost.iter().sum::<u64>().max(migration_cost)
     }
 
     /// `sched_balance_newidle()`'s walk ([`Newidle::walk`]) with this
@@ -199,8 +197,8 @@ impl LbOwn {
 
     /// An idle of `delta` ns ended: `avg_idle` learns it (`update_avg()`,
     /// an eighth at a time), capped at twice `max_idle_balance_cost`.
-    pub fn idled(&mut self, delta: u64, migration_cost: u64) {
-        let max = 2 * self.max_idle_balance_cost(migration_cost);
+    pub fn idled(&mut self, delta: u64) {
+        let max = 2 * self.max_idle_balance_cost;
         let a = self.avg_idle as i64;
         self.avg_idle = ((a + (delta as i64 - a) / 8).max(0) as u64).min(max);
     }

@@ -33,6 +33,12 @@ pub enum CanMigrate {
     Hot,
 }
 
+/// `task_hot()`'s test of time: the task last ran (`exec_start`, ns) less
+/// than the migration cost before `now` (a cost of 0: never hot).
+pub fn task_hot(now: u64, exec_start: u64, migration_cost: u64) -> bool {
+    now.saturating_sub(exec_start) < migration_cost
+}
+
 /// `can_migrate_task()` for a waiting (not running) task.
 pub fn can_migrate_task(env: &Attempt, kind: MigrationType, t: &TaskView) -> CanMigrate {
     if !t.allowed_on_dst {
