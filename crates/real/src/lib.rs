@@ -54,7 +54,10 @@
 //! its tasks' records over a pipe and exits; the parent kills and reaps
 //! every process it forked, whatever happened (`Drop`), and every child
 //! dies with the parent (`PR_SET_PDEATHSIG`). tracefs is restored by
-//! [`tracefs::Capture`]'s `Drop`.
+//! [`tracefs::Capture`]'s `Drop`; a run killed outright (SIGKILL) runs no
+//! `Drop`, so every capture first removes the instances and mounts of runs
+//! that are gone ([`tracefs::sweep_stale`]) and says so in one line, and a
+//! recorded command dies with its recorder too.
 //!
 //! ## Recording any program
 //!

@@ -547,7 +547,7 @@ pub fn spawn_gated(cmd: &[String]) -> io::Result<(i32, i32)> {
     argv.push(std::ptr::null());
     let (r, w) = pipe(4096)?;
     // SAFETY: between fork and exec the child calls only async-signal-safe
-    // functions (setpgid, read, execvp, _exit) on memory prepared before
+    // functions (setpgid, prctl, read, execvp, _exit) on memory prepared before
     // the fork (`argv` and the strings it points to), and never returns
     // into the caller.
     let pid = unsafe { libc::fork() };
@@ -561,6 +561,9 @@ pub fn spawn_gated(cmd: &[String]) -> io::Result<(i32, i32)> {
         // SAFETY: as above.
         unsafe {
             libc::setpgid(0, 0);
+            // The command dies with the recorder, even one killed outright
+            // (exec keeps this for a program that is not set-uid).
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
             let mut b = [0u8; 1];
             loop {
                 let n = libc::read(r, b.as_mut_ptr().cast(), 1);

@@ -11,6 +11,15 @@
 //! panic that unwinds or a Ctrl-C (caught by the run, which then unwinds
 //! normally) leaves tracefs as it was.
 //!
+//! A run killed outright (SIGKILL, the OOM killer) runs no `Drop`: its
+//! instance would go on recording every switch of the machine into its
+//! buffers, and its mount would stay. So each capture first sweeps what
+//! dead runs left ([`sweep_stale`]): an instance or a mount whose name
+//! carries the pid of a process that is gone is removed, and the run says
+//! so in one line. A pid the kernel has since given to another process
+//! keeps its leftovers until that process ends: nothing a live process
+//! could own is touched.
+//!
 //! ## What is recorded
 //!
 //! `sched:sched_switch`, `sched_waking`, `sched_wakeup`,
@@ -37,6 +46,9 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+
+mod sweep;
+pub use sweep::sweep_stale;
 
 use crate::sys;
 
@@ -382,6 +394,9 @@ impl Capture {
                 (dir, true)
             }
         };
+        if let Some(line) = sweep_stale(&root) {
+            eprintln!("{line}");
+        }
         let n = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let instance = root
             .join("instances")
@@ -518,15 +533,9 @@ impl Capture {
 impl Drop for Capture {
     fn drop(&mut self) {
         if !self.instance.as_os_str().is_empty() {
-            let _ = write(&self.instance.join("tracing_on"), "0");
             // Removing an instance frees its buffers and every setting made
-            // in it; retried, since a reader closing late keeps it busy.
-            for _ in 0..50 {
-                if std::fs::remove_dir(&self.instance).is_ok() {
-                    break;
-                }
-                sys::sleep_ns(10_000_000);
-            }
+            // in it.
+            sweep::remove_instance(&self.instance);
         }
         if self.mounted {
             let _ = sys::umount(&self.root);

@@ -270,3 +270,137 @@ fn a_running_process_is_recorded_for_its_duration_and_left_running() {
     assert_eq!(code, 2, "no such process: {err}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// The first tracefs mount this machine has (where instances show).
+fn tracefs_root() -> std::path::PathBuf {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").expect("/proc/self/mounts");
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"tracefs")).then(|| std::path::PathBuf::from(f[1]))
+        })
+        .unwrap_or_else(|| "/sys/kernel/tracing".into())
+}
+
+/// `pid`'s instances under `root`.
+fn instances_of(root: &std::path::Path, pid: u32) -> Vec<String> {
+    let prefix = format!("schedlab-{pid}-");
+    std::fs::read_dir(root.join("instances"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Polls `f` every 20 ms for up to 20 s: its first answer.
+fn until<T>(mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let v = f();
+        if v.is_some() || t0.elapsed() > std::time::Duration::from_secs(20) {
+            return v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A child of `parent` running `comm`, from `/proc`.
+fn child_named(parent: u32, comm: &str) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let p: i32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        let ppid: u32 = stat
+            .rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        (ppid == parent && stat.contains(&format!("({comm})"))).then_some(p)
+    })
+}
+
+/// A tracefs mount as a run killed on a machine without tracefs mounted
+/// leaves it: on `TMP/schedlab-tracefs-PID`, PID a process that is gone.
+fn dead_runs_mount() -> std::path::PathBuf {
+    let mut gone = std::process::Command::new("true").spawn().expect("true");
+    let dead = gone.id();
+    gone.wait().expect("reap true");
+    let mnt = std::env::temp_dir().join(format!("schedlab-tracefs-{dead}"));
+    std::fs::create_dir_all(&mnt).expect("mount point");
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tracefs", "nodev", mnt.to_str().unwrap()])
+        .status()
+        .expect("mount");
+    assert!(st.success(), "mount -t tracefs on {}", mnt.display());
+    mnt
+}
+
+/// A recording killed with SIGKILL runs none of its undo steps: its
+/// instance stays (recording every switch of the machine), and so would a
+/// tracefs mount of its own. Its command dies with it (`PR_SET_PDEATHSIG`);
+/// the next run removes the instance and a mount a dead run left (one made
+/// here by hand, as a killed run whose machine had no tracefs mounted
+/// leaves it) and says so. Other tests' runs may sweep first: what is
+/// asserted is that nothing is left, and that a sweep line names only
+/// leftovers.
+#[test]
+fn a_recording_killed_outright_leaves_nothing_the_next_run_does_not_remove() {
+    let root = tracefs_root();
+    let out = dir("killed");
+    let mut rec = std::process::Command::new(env!("CARGO_BIN_EXE_schedlab"))
+        .args([
+            "record",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "sleep",
+            "30",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start schedlab record");
+    let pid = rec.id();
+    until(|| (!instances_of(&root, pid).is_empty()).then_some(()));
+    assert!(
+        !instances_of(&root, pid).is_empty(),
+        "the recording made its instance in {}",
+        root.display()
+    );
+    // Its command, once it runs (the gate opens after the instance).
+    let cmd = until(|| child_named(pid, "sleep")).expect("the recorded command started");
+    rec.kill().expect("SIGKILL the recording");
+    rec.wait().expect("reap it");
+    until(|| (!std::path::Path::new(&format!("/proc/{cmd}")).exists()).then_some(()));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{cmd}")).exists(),
+        "the recorded command (pid {cmd}) died with its recorder"
+    );
+    let mnt = dead_runs_mount();
+    let out2 = dir("after-kill");
+    let (code, _, stderr) = schedlab(&["record", "--out", out2.to_str().unwrap(), "--", "true"]);
+    assert_eq!(code, 0, "the next recording runs: {stderr}");
+    assert!(
+        instances_of(&root, pid).is_empty(),
+        "the killed run's instance was removed: {stderr}"
+    );
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(mnt.to_str().unwrap()),
+        "the dead run's mount was removed: {stderr}"
+    );
+    assert!(!mnt.exists(), "and its directory");
+    if let Some(line) = stderr.lines().find(|l| l.contains("removed what runs")) {
+        assert!(
+            line.contains(&format!("schedlab-{pid}-")) || line.contains("schedlab-tracefs-"),
+            "the sweep line names leftovers: {line}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&out2);
+}
