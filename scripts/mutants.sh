@@ -58,6 +58,7 @@ declare -A what=(
   [delay-zero-off]="fair: DELAY_ZERO never clips a delayed task's positive lag"
   [next-buddy-sync-ignored]="fair: NEXT_BUDDY's sync branch (preempt_sync()) never taken"
   [balancer-moves-delayed]="balancer: the delayed tasks among the candidates a balancer may move"
+  [sweep-never-stale]="real runs: no pid counts as gone, so a killed run's tracefs instance and mount stay"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")
