@@ -89,6 +89,10 @@ pub mod word {
     pub const WATCHER: usize = 4;
     /// A futex's generation (the word its waiters sleep on).
     pub const FUTEX: usize = 5;
+    /// A condition's last signal, or a futex's last wake, that found
+    /// nobody waiting: by whom, slot + 1 (0: none since); when is the
+    /// object's 64-bit word (for a futex, its last wake's time).
+    pub const LOST_BY: usize = 6;
 }
 
 /// The shared objects of one run, seen from one process.
@@ -257,9 +261,9 @@ impl<'a> Objects<'a> {
         }
     }
 
-    /// `pthread_cond_signal` (`all`: broadcast). A signal nobody waits for
-    /// is lost.
-    pub fn cond_signal(&self, c: usize, all: bool) {
+    /// `pthread_cond_signal` (`all`: broadcast) by `me`. A signal nobody
+    /// waits for is lost, and remembered for a stall report.
+    pub fn cond_signal(&self, c: usize, all: bool, me: usize) {
         let o = self.k.conds + c;
         let mut woken = Vec::new();
         {
@@ -269,6 +273,10 @@ impl<'a> Objects<'a> {
                 if !all {
                     break;
                 }
+            }
+            if woken.is_empty() {
+                self.shm.obj64(o).store(sys::now(), Relaxed);
+                self.shm.obj(o, word::LOST_BY).store(me as u32 + 1, Relaxed);
             }
         }
         for w in woken {
@@ -369,6 +377,24 @@ impl<'a> Objects<'a> {
     /// Futex `f`'s generation word.
     pub fn futex(&self, f: usize) -> &'a std::sync::atomic::AtomicU32 {
         self.shm.obj(self.k.futexes + f, word::FUTEX)
+    }
+
+    /// Futex `f`'s last wake by `me` woke `woke` tasks: none, and it is
+    /// remembered as lost (for a stall report); some, and it is forgotten.
+    pub fn futex_woke(&self, f: usize, me: usize, woke: usize) {
+        let by = if woke == 0 { me as u32 + 1 } else { 0 };
+        self.shm
+            .obj(self.k.futexes + f, word::LOST_BY)
+            .store(by, Relaxed);
+    }
+
+    /// A condition's or futex's (object `o`'s) last signal or wake that
+    /// found nobody waiting: (when, absolute ns; by whom, a slot).
+    pub fn lost(&self, o: usize) -> Option<(u64, usize)> {
+        match self.shm.obj(o, word::LOST_BY).load(Relaxed) {
+            0 => None,
+            by => Some((self.shm.obj64(o).load(Relaxed), by as usize - 1)),
+        }
     }
 
     /// When futex `f` was last woken.

@@ -13,7 +13,7 @@ use schedlab_sim::engine::{describe_wait, WaitState};
 use schedlab_sim::objects::Objects as SimObjects;
 use schedlab_sim::objects::{BarrierId, LockId, PortId};
 use schedlab_sim::sched::{Band, TaskId};
-use schedlab_sim::{find_cycle, Outcome, SimSpec, Stall, StallCause, TaskOutcome, Wait};
+use schedlab_sim::{find_cycle, LostWake, Outcome, SimSpec, Stall, StallCause, TaskOutcome, Wait};
 
 use crate::exec::{self, Proc, Record, Run, TaskStart};
 use crate::objects::{Kinds, Objects};
@@ -544,8 +544,7 @@ pub fn stall_report(p: &Prepared, records: &[Record], cause: StallCause) -> Stal
             task: r.name.clone(),
             on,
             on_tasks: on_tasks.iter().map(|&t| st.name(t)).collect(),
-            // A real run keeps no record of signals nobody waited for.
-            lost: None,
+            lost: lost_wake(p, &st, instr.filter(|_| state == State::Waiting)),
         });
         edges.push((TaskId(s as u32), on_tasks));
     }
@@ -555,6 +554,23 @@ pub fn stall_report(p: &Prepared, records: &[Record], cause: StallCause) -> Stal
         waits,
         cycle,
     }
+}
+
+/// For a task waiting in `instr` on a condition or a futex: the object's
+/// last signal or wake that found nobody waiting (who, when since the run
+/// began), as the simulator's report names a condition's.
+fn lost_wake(p: &Prepared, st: &Waits, instr: Option<Instr>) -> Option<LostWake> {
+    let o = match instr? {
+        Instr::CondWait { cond, .. } => p.run.kinds.conds + cond.index(),
+        Instr::FutexWait(f) => p.run.kinds.futexes + f.index(),
+        _ => return None,
+    };
+    let (at, by) = st.objs.lost(o)?;
+    let t0 = p.run.shm.t0().load(Acquire);
+    Some(LostWake {
+        by: st.name(TaskId(by as u32)),
+        at_ns: at.saturating_sub(t0),
+    })
 }
 
 /// A real run's state as a stall report reads it: the shared objects and

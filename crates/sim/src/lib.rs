@@ -32,7 +32,7 @@ pub use cost::{ByLevel, CostModel, Lateness};
 pub use engine::Engine;
 pub use events::{Event, EventKind, PrevState};
 pub use figures::{Figure, MoveReason, Within};
-pub use outcome::{find_cycle, LlcOutcome, Stall, StallCause, Wait};
+pub use outcome::{find_cycle, LlcOutcome, LostWake, Stall, StallCause, Wait};
 pub use outcome::{Outcome, TaskOutcome};
 pub use policy::Registry;
 pub use program::Op;

@@ -360,3 +360,41 @@ fn a_real_thread_follows_its_phases_cpus() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A real stall names the wake that was lost, as the simulator's report
+/// does: rt-app's resume of a thread still running (a condition's signal
+/// nobody waits for), and a futex wake that found nobody waiting (its
+/// waker then waits for the next one, as in the simulator).
+#[test]
+fn a_real_stall_names_the_lost_signal_and_the_lost_futex_wake() {
+    let d_tmp = tempfile::tempdir().expect("a temp dir");
+    let d = d_tmp.path();
+    let cond = d.join("lost.json");
+    std::fs::write(
+        &cond,
+        r#"{ "tasks": {
+            "a": { "loop": 1, "run": 100, "resume": "b" },
+            "b": { "loop": 1, "run": 5000, "suspend": "b" } } }"#,
+    )
+    .unwrap();
+    let (code, _, err) = schedlab(&["run", cond.to_str().unwrap(), "--real"]);
+    assert_eq!(code, 3, "a lost resume stalls b: {err}");
+    assert!(
+        err.contains("b waits on a signal of condition \"b\"; its last wake, by a at ")
+            && err.contains("found nobody waiting and was lost"),
+        "{err}"
+    );
+    let futex = d.join("futex.toml");
+    std::fs::write(
+        &futex,
+        "[[task]]\nname = \"w\"\ncpu = 0\nprogram = [{ futex_wake = { futex = \"f\", n = 1 } }, { futex_wait = { futex = \"f\" } }]\n",
+    )
+    .unwrap();
+    let (code, _, err) = schedlab(&["run", futex.to_str().unwrap(), "--real"]);
+    assert_eq!(code, 3, "w waits for a wake after its own: {err}");
+    assert!(
+        err.contains("w waits on a wake of futex \"f\"; its last wake, by w at ")
+            && err.contains("found nobody waiting and was lost"),
+        "{err}"
+    );
+}

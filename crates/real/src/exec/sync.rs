@@ -24,16 +24,19 @@ impl Task<'_> {
             }
             Instr::FutexWake { futex, n } => {
                 let w = objs.futex(futex.index());
-                w.fetch_add(1, Release);
+                // The waker has seen its own wake, as in the simulator: a
+                // wait of its own after it waits for the next one.
+                self.seen[futex.index()] = w.fetch_add(1, Release).wrapping_add(1);
                 objs.futex_woken_at(futex.index())
                     .store(sys::now(), Relaxed);
-                sys::futex_wake(w, n);
+                let woke = sys::futex_wake(w, n);
+                objs.futex_woke(futex.index(), me, woke);
             }
             Instr::CondWait { cond, lock } => {
                 objs.cond_wait(cond.index(), lock.map(|l| l.index()), me)
             }
-            Instr::CondSignal(c) => objs.cond_signal(c.index(), false),
-            Instr::CondBroadcast(c) => objs.cond_signal(c.index(), true),
+            Instr::CondSignal(c) => objs.cond_signal(c.index(), false, me),
+            Instr::CondBroadcast(c) => objs.cond_signal(c.index(), true, me),
             Instr::Barrier { barrier, n } => objs.barrier(barrier.index(), n, me),
             Instr::Lock(l) => objs.lock(l.index(), me),
             Instr::Unlock(l) => {
