@@ -59,6 +59,7 @@ declare -A what=(
   [next-buddy-sync-ignored]="fair: NEXT_BUDDY's sync branch (preempt_sync()) never taken"
   [balancer-moves-delayed]="balancer: the delayed tasks among the candidates a balancer may move"
   [sweep-never-stale]="real runs: no pid counts as gone, so a killed run's tracefs instance and mount stay"
+  [real-lost-unnamed]="real runs: a stall report never names the signal or futex wake that was lost"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")
