@@ -89,9 +89,10 @@ pub mod word {
     pub const WATCHER: usize = 4;
     /// A futex's generation (the word its waiters sleep on).
     pub const FUTEX: usize = 5;
-    /// A condition's last signal, or a futex's last wake, that found
-    /// nobody waiting: by whom, slot + 1 (0: none since); when is the
-    /// object's 64-bit word (for a futex, its last wake's time).
+    /// Who sent the wake that found nobody waiting, slot + 1 (0: none),
+    /// its time the object's 64-bit word: for a condition, its last such
+    /// signal (kept, as the simulator's `Cond` keeps it); for a futex, its
+    /// last wake when that woke nobody (cleared by one that woke some).
     pub const LOST_BY: usize = 6;
 }
 

@@ -330,13 +330,10 @@ pub struct Capture {
 /// Where tracefs is mounted now, if it is (every mount shows the same
 /// tracefs, so each run may mount its own and unmount it).
 fn find_mount() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        let (_src, dir, ty) = (f.next()?, f.next()?, f.next()?);
-        // Another run's own mount goes when that run ends: not ours to use.
-        (ty == "tracefs" && !dir.contains("/schedlab-tracefs-")).then(|| PathBuf::from(dir))
-    })
+    // Another run's own mount goes when that run ends: not ours to use.
+    sweep::tracefs_mounts()
+        .into_iter()
+        .find(|dir| sweep::run_mount_owner(dir).is_none())
 }
 
 fn write(path: &Path, v: &str) -> io::Result<()> {

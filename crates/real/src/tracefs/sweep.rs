@@ -5,15 +5,30 @@ use std::path::{Path, PathBuf};
 
 use crate::sys;
 
-/// The pid a leftover's name carries: `schedlab-PID-N` (an instance) or
-/// `schedlab-tracefs-PID` (a mount's directory).
+/// The pid of the run whose instance `name` is (`schedlab-PID-N`).
 fn owner(name: &str) -> Option<i32> {
-    if let Some(pid) = name.strip_prefix("schedlab-tracefs-") {
-        return pid.parse().ok();
-    }
     let (pid, n) = name.strip_prefix("schedlab-")?.split_once('-')?;
     n.parse::<u32>().ok()?;
     pid.parse().ok()
+}
+
+/// Where tracefs is mounted now, from `/proc/self/mounts`.
+pub(super) fn tracefs_mounts() -> Vec<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (_src, dir, ty) = (f.next()?, f.next()?, f.next()?);
+            (ty == "tracefs").then(|| PathBuf::from(dir))
+        })
+        .collect()
+}
+
+/// The pid of the run whose own mount `dir` is (`schedlab-tracefs-PID`).
+pub(super) fn run_mount_owner(dir: &Path) -> Option<i32> {
+    let name = dir.file_name()?.to_str()?;
+    name.strip_prefix("schedlab-tracefs-")?.parse().ok()
 }
 
 /// Whether process `pid` is there (a zombie counts: its pid is not free).
@@ -56,17 +71,10 @@ pub fn sweep_stale(root: &Path) -> Option<String> {
             }
         }
     }
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    for l in mounts.lines() {
-        let mut f = l.split_whitespace();
-        let (Some(_), Some(dir), Some("tracefs")) = (f.next(), f.next(), f.next()) else {
-            continue;
-        };
-        let dir = Path::new(dir);
-        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        let dead = name.starts_with("schedlab-tracefs-") && owner(name).is_some_and(|p| !alive(p));
-        if dead && sys::umount(dir).is_ok() {
-            let _ = std::fs::remove_dir(dir);
+    for dir in tracefs_mounts() {
+        let dead = run_mount_owner(&dir).is_some_and(|p| !alive(p));
+        if dead && sys::umount(&dir).is_ok() {
+            let _ = std::fs::remove_dir(&dir);
             gone.push(format!("mount {}", dir.display()));
         }
     }
@@ -86,7 +94,12 @@ mod tests {
     fn a_leftovers_name_gives_the_pid_of_the_run_that_made_it() {
         assert_eq!(owner("schedlab-4242-0"), Some(4242), "an instance");
         assert_eq!(owner("schedlab-4242-17"), Some(4242));
-        assert_eq!(owner("schedlab-tracefs-99"), Some(99), "a mount");
+        assert_eq!(
+            run_mount_owner(Path::new("/tmp/schedlab-tracefs-99")),
+            Some(99),
+            "a mount"
+        );
+        assert_eq!(run_mount_owner(Path::new("/sys/kernel/tracing")), None);
         for other in [
             "schedlab-4242",
             "schedlab-x-0",
