@@ -16,14 +16,16 @@ use serde_json::{json, Value};
 use crate::print::{fmt, num, sig, stalls_json};
 use crate::Failure;
 
-/// Runs `s` for real as each rep of `reps`, one after another.
+/// Runs `s` for real as each rep of `reps`, one after another, with the
+/// kernel's record (`capture`), its events kept or not.
 pub fn run_reps(
     s: &Scenario,
     reps: std::ops::RangeInclusive<u64>,
+    capture: bool,
     keep_events: bool,
 ) -> Result<Vec<RealOutcome>, Failure> {
     let opts = Options {
-        capture: true,
+        capture,
         keep_events,
     };
     reps.map(|rep| schedlab_real::run(&s.spec, rep, &opts).map_err(Failure::from))
@@ -50,11 +52,12 @@ fn quantiles_us(v: &[u64]) -> Value {
 pub fn run(
     s: &Scenario,
     reps: u64,
+    capture: bool,
     json_out: bool,
     allow_stall: bool,
     rtapp_log: Option<&Path>,
 ) -> Result<(), Failure> {
-    let outs = run_reps(s, 1..=reps, false)?;
+    let outs = run_reps(s, 1..=reps, capture, false)?;
     let machine = Machine::read(&s.spec.topology);
     let all: Vec<&Outcome> = outs.iter().map(|r| &r.outcome).collect();
     if json_out {
@@ -397,7 +400,7 @@ fn real_row(
             "its figure ({name}) is not one a real run measures"
         )));
     }
-    let outs = match run_reps(&sc, 1..=reps, false) {
+    let outs = match run_reps(&sc, 1..=reps, true, false) {
         Ok(o) => o,
         Err(e) => return why(e),
     };

@@ -36,6 +36,11 @@ pub struct RunArgs {
     /// With --real: runs 1..=N (a rep plays a seed's role).
     #[arg(long, value_name = "N", requires = "real")]
     reps: Option<u64>,
+    /// With --real: leave the kernel's sched events unrecorded (the
+    /// figures that need the record print as not measured), to see what
+    /// the recording itself costs.
+    #[arg(long, requires = "real")]
+    no_capture: bool,
     /// For an rt-app file: write rt-app's per-thread log files into DIR
     /// (`DIR/seed-N/` per run when there are several).
     #[arg(long, value_name = "DIR")]
@@ -172,6 +177,7 @@ pub fn run(a: &RunArgs, reg: &Registry) -> Result<(), Failure> {
         return crate::real::run(
             &s,
             reps,
+            !a.no_capture,
             a.common.json,
             a.allow_stall,
             a.rtapp_log.as_deref(),
@@ -444,7 +450,7 @@ fn sweep_runs(
         let mut out = Vec::new();
         for &(v, rep) in work {
             let s = &scenarios[v];
-            let r = crate::real::run_reps(s, rep..=rep, false)?
+            let r = crate::real::run_reps(s, rep..=rep, true, false)?
                 .pop()
                 .expect("one rep");
             if kernel && r.kernel.is_none() {

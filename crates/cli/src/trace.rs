@@ -91,7 +91,7 @@ fn write(a: &TraceArgs, default: &str, bytes: &[u8]) -> Result<PathBuf, Failure>
 /// `schedlab trace --real`: one real run's kernel record as the same
 /// Perfetto trace, with the kernel's thread and process ids.
 fn real(a: &TraceArgs, s: &schedlab_scenarios::Scenario) -> Result<(), Failure> {
-    let mut outs = crate::real::run_reps(s, 1..=1, true)?;
+    let mut outs = crate::real::run_reps(s, 1..=1, true, true)?;
     let r = outs.pop().expect("one rep");
     let Some(k) = &r.kernel else {
         return Err(Failure::Input(format!(

@@ -205,6 +205,14 @@ impl Shm {
         self.w32((ctl::LINES + p) * LINE)
     }
 
+    /// Process `p`'s word set to 1 when its parent process reaps it: a
+    /// forked process waits for it (or the run's stop) before it reports
+    /// and exits, so its teardown falls outside the workload's time.
+    pub fn reap_now(&self, p: usize) -> &AtomicU32 {
+        assert!(p < self.layout.procs);
+        self.w32((ctl::LINES + p) * LINE + 1)
+    }
+
     pub fn slot(&self, s: usize, w: usize) -> &AtomicU32 {
         assert!(s < self.layout.slots && w < LINE, "slot {s} word {w}");
         self.w32(self.layout.slots_at + s * LINE + w)

@@ -122,7 +122,7 @@ impl Task<'_> {
                 // report when its one writer ends.
                 sys::close(r);
                 sys::close(self.proc.report);
-                for &(_, fd) in forked.iter() {
+                for &(_, fd, _) in forked.iter() {
                     sys::close(fd);
                 }
                 let proc = Arc::new(Proc::new(index, name.clone(), w));
@@ -137,7 +137,7 @@ impl Task<'_> {
             }
             Ok(Some(pid)) => {
                 sys::close(w);
-                forked.push((pid, r));
+                forked.push((pid, r, index));
                 Ok(pid)
             }
         }

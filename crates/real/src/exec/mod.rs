@@ -103,11 +103,11 @@ pub struct Proc {
     /// Where it reports its records: the write end of a pipe its parent
     /// reads.
     pub report: i32,
-    /// The processes its tasks forked and nobody has joined: (pid, the
-    /// read end of its report). Held across a fork, so two tasks of one
+    /// The processes its tasks forked, not yet reaped: (pid, the read end
+    /// of its report, its process index). Held across a fork, so two tasks of one
     /// process never fork at once (each child must know every descriptor
     /// it inherited that is not its own).
-    forked: Mutex<Vec<(i32, i32)>>,
+    forked: Mutex<Vec<(i32, i32, usize)>>,
     /// The records its forked processes reported, reported with its own.
     pub adopted: Mutex<Vec<Record>>,
 }
@@ -144,11 +144,18 @@ impl Proc {
     }
 
     /// Reaps every process its tasks forked (a process waits for its
-    /// children's reports before it writes its own).
-    pub fn reap_all(&self) -> Result<(), String> {
+    /// children's reports before it writes its own): each is told to
+    /// report first (it waits for that, [`manage`]), then read in turn.
+    pub fn reap_all(&self, shm: &Shm) -> Result<(), String> {
         let left = std::mem::take(&mut *self.forked.lock().unwrap_or_else(|e| e.into_inner()));
+        for &(_, _, index) in &left {
+            shm.reap_now(index).store(1, Release);
+            let m = shm.manager(index);
+            m.fetch_add(1, Release);
+            sys::futex_wake(m, u32::MAX);
+        }
         left.into_iter()
-            .try_for_each(|(pid, fd)| self.reap(pid, fd))
+            .try_for_each(|(pid, fd, _)| self.reap(pid, fd))
     }
 
     /// A spawned task's name: `parent.program`, numbered apart (`#k`)
@@ -203,24 +210,29 @@ struct Task<'a> {
 /// A process's main thread, once its tasks are started: waits until they
 /// have all ended or the run stops, reaps the processes they forked and
 /// nobody joined, writes every record (its forked processes' included) to
-/// its report and exits, every thread of the process with it. A process a
-/// task forked (`parent`: its parent's pid) also ends when its parent is
-/// gone, looking every 100 ms: it has no `PR_SET_PDEATHSIG`.
+/// its report and exits, every thread of the process with it.
+///
+/// A process a task forked (`parent`: its parent's pid) counts itself done
+/// when its tasks have ended, then sleeps until its parent process reaps
+/// it ([`Proc::reap_all`]) or the run stops: its report and its exit (the
+/// teardown of a copy of the executor, larger than the workload's own
+/// process) fall outside the workload's time; the task that joined it had
+/// already gone on. It also ends when its parent is gone, looking every
+/// 100 ms: it has no `PR_SET_PDEATHSIG`.
 pub fn manage(run: &Run, proc: &Proc, parent: Option<i32>) -> ! {
     let shm = &run.shm;
-    let m = shm.manager(proc.index);
-    loop {
-        let seen = m.load(Acquire);
-        if proc.live.load(SeqCst) == 0 || shm.ctl(ctl::STOP).load(Acquire) != 0 {
-            break;
-        }
-        if parent.is_some_and(|p| sys::parent_pid() != p) {
-            sys::exit_now(1);
-        }
-        sys::futex_wait(m, seen, parent.map(|_| 100_000_000));
-    }
+    let stopped = || shm.ctl(ctl::STOP).load(Acquire) != 0;
+    until(shm, proc.index, parent, || {
+        proc.live.load(SeqCst) == 0 || stopped()
+    });
     shm.ctl(ctl::PROCS_DONE).fetch_add(1, SeqCst);
-    if let Err(e) = proc.reap_all() {
+    if parent.is_some() {
+        let reap = shm.reap_now(proc.index);
+        until(shm, proc.index, parent, || {
+            reap.load(Acquire) != 0 || stopped()
+        });
+    }
+    if let Err(e) = proc.reap_all(shm) {
         eprintln!("schedlab: {e}");
     }
     let mut records: Vec<Record> = proc
@@ -242,6 +254,22 @@ pub fn manage(run: &Run, proc: &Proc, parent: Option<i32>) -> ! {
     let text = serde_json::to_vec(&records).unwrap_or_default();
     let _ = sys::write_all(proc.report, &text);
     sys::exit_now(0)
+}
+
+/// Sleeps on process `index`'s manager word until `done`; a forked
+/// process (`parent`) exits at once when its parent is gone.
+fn until(shm: &Shm, index: usize, parent: Option<i32>, done: impl Fn() -> bool) {
+    let m = shm.manager(index);
+    loop {
+        let seen = m.load(Acquire);
+        if done() {
+            return;
+        }
+        if parent.is_some_and(|p| sys::parent_pid() != p) {
+            sys::exit_now(1);
+        }
+        sys::futex_wait(m, seen, parent.map(|_| 100_000_000));
+    }
 }
 
 /// A live thread of this process's CPU time (`schedstat`'s first field).
