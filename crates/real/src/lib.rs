@@ -234,15 +234,8 @@ fn run_caught(
         .map(|r| (r.name.clone(), (r.tid, r.pid)))
         .collect();
     let kernel = match (&capture, &no_record) {
-        (Some(c), None) => match c.read() {
-            Ok((raw, lost)) => {
-                let ours = records
-                    .iter()
-                    .map(|r| (r.tid, (r.slot as u32, r.name.clone(), threads[&r.name].1)))
-                    .collect();
-                let t0 = p.run.shm.t0().load(std::sync::atomic::Ordering::Acquire);
-                Some(record::read(&raw, &c.formats, &ours, t0, lost))
-            }
+        (Some(c), None) => match kernel_record(c, &p, &records, &threads, end_ns) {
+            Ok(k) => Some(k),
             Err(e) => {
                 no_record = Some(format!("reading tracefs: {e}"));
                 None
@@ -268,6 +261,26 @@ fn run_caught(
         no_record,
         threads,
     })
+}
+
+/// The kernel's record of a run that ended `end_ns` after it began: its
+/// own events only, for after its end come the processes' exits, which
+/// wake every finished task's sleeping thread to end it (`exec::start`).
+fn kernel_record(
+    c: &tracefs::Capture,
+    p: &run::Prepared,
+    records: &[exec::Record],
+    threads: &BTreeMap<String, (i32, i32)>,
+    end_ns: u64,
+) -> std::io::Result<KernelRecord> {
+    let (mut raw, lost) = c.read()?;
+    let t0 = p.run.shm.t0().load(std::sync::atomic::Ordering::Acquire);
+    raw.retain(|e| e.ts <= t0 + end_ns);
+    let ours = records
+        .iter()
+        .map(|r| (r.tid, (r.slot as u32, r.name.clone(), threads[&r.name].1)))
+        .collect();
+    Ok(record::read(&raw, &c.formats, &ours, t0, lost))
 }
 
 /// The kernel's capture when asked for and available; else why not.

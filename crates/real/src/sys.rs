@@ -351,24 +351,6 @@ pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> io::Result<usize> {
 /// Forks. In the child, `PR_SET_PDEATHSIG` makes the kernel kill it if the
 /// parent dies first, so no process outlives a run however it ends.
 pub fn fork() -> io::Result<Option<i32>> {
-    fork_with(true)
-}
-
-/// Forks from a thread that may end before the child does (a task's
-/// `fork` op): no `PR_SET_PDEATHSIG`, which fires when the forking
-/// *thread* ends. The child watches its parent process instead
-/// ([`parent_pid`]).
-pub fn fork_task() -> io::Result<Option<i32>> {
-    fork_with(false)
-}
-
-/// The parent process's pid (`getppid`): it changes when the parent dies.
-pub fn parent_pid() -> i32 {
-    // SAFETY: no arguments.
-    unsafe { libc::getppid() }
-}
-
-fn fork_with(death_signal: bool) -> io::Result<Option<i32>> {
     // SAFETY: the child runs only this crate's code, which allocates
     // (glibc's fork resets the allocator's locks) and makes syscalls; it
     // takes no lock another thread of the parent could hold, and leaves
@@ -378,13 +360,30 @@ fn fork_with(death_signal: bool) -> io::Result<Option<i32>> {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        if death_signal {
-            // SAFETY: integer arguments only.
-            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
-        }
+        // SAFETY: integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
         return Ok(None);
     }
     Ok(Some(pid))
+}
+
+/// Forks from a task's thread (a `fork` op). `PR_SET_PDEATHSIG` fires
+/// when the forking *thread* ends, and a task's thread ends only with its
+/// process (`exec::start`), so the child dies with its parent process.
+/// A child whose parent was gone before its `prctl` exits at once.
+pub fn fork_task() -> io::Result<Option<i32>> {
+    let parent = std::process::id() as i32;
+    let r = fork()?;
+    if r.is_none() && parent_pid() != parent {
+        exit_now(1);
+    }
+    Ok(r)
+}
+
+/// The parent process's pid (`getppid`): it changes when the parent dies.
+pub fn parent_pid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { libc::getppid() }
 }
 
 /// Ends the calling process at once (`_exit`: no atexit handlers, no

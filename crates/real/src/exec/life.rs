@@ -10,12 +10,9 @@ impl Task<'_> {
             Instr::Spawn(p) => self.spawn(p.0 as usize, false)?,
             Instr::Fork(p) => self.spawn(p.0 as usize, true)?,
             Instr::Join => {
-                if let Some((child, c)) = self.children.pop_front() {
+                if let Some(child) = self.children.pop_front() {
                     objs.kernel_wait(me, child);
-                    if matches!(c, Child::Process) {
-                        self.until_exited(child);
-                    }
-                    self.reap(c)?;
+                    self.until_exited(child);
                     self.objs.running(me);
                 }
             }
@@ -32,7 +29,14 @@ impl Task<'_> {
     }
 
     /// Sleeps until the child in slot `child` has exited (each exit bumps
-    /// this task's `EXITS` word and wakes it).
+    /// this task's `EXITS` word and wakes it): `pthread_join` of a thread,
+    /// `waitpid` of a forked process. Both are joined when the child's
+    /// program has ended, as the simulator's join: a thread sleeps from
+    /// then until its process exits ([`super::start`]), and a forked
+    /// process until its parent process reaps it ([`super::manage`]), so
+    /// the executor's own teardown stays out of the workload's time.
+    /// Simplified: `pthread_join` and `wait(2)` would also wait for the
+    /// kernel's exit of the thread or process.
     fn until_exited(&self, child: usize) {
         let shm = &self.run.shm;
         let exits = shm.slot(self.me, slot::EXITS);
@@ -42,20 +46,6 @@ impl Task<'_> {
                 return;
             }
             sys::futex_wait(exits, seen, None);
-        }
-    }
-
-    /// `pthread_join` a thread. A forked process is joined when its
-    /// program has ended (its task's thread has exited: the slot says so),
-    /// as the simulator's join; its report is read and the process
-    /// `waitpid`ed when this process ends ([`Proc::reap_all`]), so the
-    /// executor's own reporting (a manager's wake, the records over a
-    /// pipe, a larger process's teardown) stays out of the workload's time.
-    /// Simplified: `wait(2)` would also wait for the process's teardown.
-    fn reap(&self, c: Child) -> Result<(), String> {
-        match c {
-            Child::Thread(h) => h.join().map_err(|_| "a joined thread panicked".to_string()),
-            Child::Process => Ok(()),
         }
     }
 
@@ -74,25 +64,23 @@ impl Task<'_> {
         let name = self.proc.spawn_name(&parent, &self.run.spawnable[p]);
         shm.slot(s, slot::PARENT).store(self.me as u32 + 1, Relaxed);
         let prog = self.run.tasks.len() + p;
-        let child = if fork {
-            {
-                self.fork(s, prog, name)?;
-                Child::Process
-            }
+        if fork {
+            self.fork(s, prog, name)?;
         } else {
-            Child::Thread(
-                start(self.run, self.proc, s, prog, name, None)
-                    .map_err(|e| format!("spawn: {e}"))?,
-            )
-        };
-        self.children.push_back((s, child));
+            start(self.run, self.proc, s, prog, name, None).map_err(|e| format!("spawn: {e}"))?;
+        }
+        self.children.push_back(s);
         Ok(())
     }
 
     /// `fork(2)` from this task's thread: the child process (the next
     /// forked index) runs program `prog` in slot `s` on a thread of its
     /// own, under a manager that reports its records to this process over
-    /// a pipe, as the scenario's processes report to the run. The child
+    /// a pipe, as the scenario's processes report to the run ([`manage`]).
+    /// (A child that ran its program on its one thread, as rt-tests'
+    /// hackbench's do, made the same switches and took the same CPU time
+    /// on this machine, and a stalled one could not be stopped: its
+    /// manager is a thread of its own.) The child
     /// inherits this thread's affinity and nice, as a forked process does.
     fn fork(&mut self, s: usize, prog: usize, name: String) -> Result<i32, String> {
         let run = self.run;
@@ -107,6 +95,7 @@ impl Task<'_> {
         }
         let mut forked = self.proc.forked.lock().unwrap_or_else(|e| e.into_inner());
         let (r, w) = sys::pipe(65536).map_err(|e| format!("fork: pipe: {e}"))?;
+        let me_pid = std::process::id() as i32;
         match sys::fork_task() {
             Err(e) => {
                 sys::close(r);
@@ -133,7 +122,7 @@ impl Task<'_> {
                             .compare_exchange(0, s as u32 + 1, SeqCst, SeqCst);
                     eprintln!("schedlab: a real run could not start {name}: {e}");
                 }
-                manage(run, &proc, Some(sys::parent_pid()))
+                manage(run, &proc, Some(me_pid))
             }
             Ok(Some(pid)) => {
                 sys::close(w);
@@ -151,11 +140,12 @@ impl Task<'_> {
         let mut marked = false;
         while !self.children.is_empty() {
             let seen = exits.load(Acquire);
-            if let Some(i) = self.children.iter().position(|(c, _)| {
-                State::of(shm.slot(*c, slot::STATE).load(Acquire)) == State::Exited
-            }) {
-                let (_, c) = self.children.remove(i).expect("found");
-                self.reap(c)?;
+            if let Some(i) = self
+                .children
+                .iter()
+                .position(|&c| State::of(shm.slot(c, slot::STATE).load(Acquire)) == State::Exited)
+            {
+                self.children.remove(i);
                 break;
             }
             if !marked {

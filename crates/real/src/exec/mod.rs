@@ -203,7 +203,7 @@ struct Task<'a> {
     /// The client whose request it serves.
     serving: Option<usize>,
     /// Its children not yet joined, by slot.
-    children: std::collections::VecDeque<(usize, Child)>,
+    children: std::collections::VecDeque<usize>,
     buf: Vec<u8>,
 }
 
@@ -217,8 +217,8 @@ struct Task<'a> {
 /// it ([`Proc::reap_all`]) or the run stops: its report and its exit (the
 /// teardown of a copy of the executor, larger than the workload's own
 /// process) fall outside the workload's time; the task that joined it had
-/// already gone on. It also ends when its parent is gone, looking every
-/// 100 ms: it has no `PR_SET_PDEATHSIG`.
+/// already gone on. It also ends when its parent is gone
+/// (`PR_SET_PDEATHSIG`, and a look every 100 ms while it waits here).
 pub fn manage(run: &Run, proc: &Proc, parent: Option<i32>) -> ! {
     let shm = &run.shm;
     let stopped = || shm.ctl(ctl::STOP).load(Acquire) != 0;
@@ -285,16 +285,23 @@ fn proc_thread_cpu(tid: i32) -> Option<usize> {
     rest.split_whitespace().nth(36)?.parse().ok()
 }
 
-/// A spawned thread, or a forked process (its pid is in
-/// [`Proc`]'s list of forks, reaped when the process ends).
-enum Child {
-    Thread(std::thread::JoinHandle<()>),
-    Process,
-}
-
 /// Starts a task's thread in this process: `slot` holds it, `prog` is its
 /// program; an initial task pins itself to its start CPU and waits for
 /// `GO` first.
+///
+/// When its program has ended the thread records it ([`finish`]) and then
+/// sleeps until its process exits (`exit_group` from [`manage`] ends it
+/// with the rest): a thread's own exit here is dear and not the
+/// workload's. Rust's runtime unmaps the thread's signal stack and glibc
+/// releases its stack's pages (`madvise`), and each is a TLB shootdown,
+/// an IPI to every other CPU that runs the process: 50-100 µs of CPU a
+/// thread on a KVM guest, measured with `perf record` on 40 exiting
+/// threads. rt-tests' hackbench threads (a `PTHREAD_STACK_MIN` stack:
+/// no `madvise`; no signal stack) exit for a few µs. So a task's thread
+/// ends only with its process, and the thread that forked a process
+/// lives as long as its own process: a forked child's
+/// `PR_SET_PDEATHSIG` ([`sys::fork_task`]) fires when its parent process
+/// is gone.
 pub fn start(
     run: &Arc<Run>,
     proc: &Arc<Proc>,
@@ -302,41 +309,64 @@ pub fn start(
     prog: usize,
     name: String,
     initial: Option<usize>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
+) -> std::io::Result<()> {
+    let rec = begin(run, proc, me, prog, &name);
+    let (run, proc) = (run.clone(), proc.clone());
+    // The thread's comm is the task's name (15 bytes at most), so the
+    // kernel's record names it.
+    let comm: String = name.chars().take(15).collect();
+    std::thread::Builder::new().name(comm).spawn(move || {
+        body(&run, &proc, me, prog, rec, initial);
+        let state = run.shm.slot(me, slot::STATE);
+        loop {
+            sys::futex_wait(state, State::Exited as u32, None);
+        }
+    })?;
+    Ok(())
+}
+
+/// A task's slot and record, before its program runs on a thread.
+fn begin(run: &Run, proc: &Proc, me: usize, prog: usize, name: &str) -> Arc<Mutex<Record>> {
     let shm = &run.shm;
     shm.slot(me, slot::PROG).store(prog as u32, Relaxed);
     shm.slot(me, slot::PROC).store(proc.index as u32, Relaxed);
     shm.slot(me, slot::STATE)
         .store(State::Running as u32, Release);
     proc.live.fetch_add(1, SeqCst);
-    let rec = proc.add(Record {
+    proc.add(Record {
         slot: me,
-        name: name.clone(),
+        name: name.to_string(),
         process: proc.name.clone(),
         ..Record::default()
-    });
-    let (run, proc) = (run.clone(), proc.clone());
-    // The thread's comm is the task's name (15 bytes at most), so the
-    // kernel's record names it.
-    let comm: String = name.chars().take(15).collect();
-    std::thread::Builder::new().name(comm).spawn(move || {
-        let r = rec.clone();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            thread_main(&run, &proc, me, prog, rec, initial)
-        }));
-        let fault = match result {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(e),
-            Err(p) => Some(format!(
-                "panicked: {}",
-                p.downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default()
-            )),
-        };
-        finish(&run, &proc, me, &r, fault);
     })
+}
+
+/// A task's program on this thread, then its end: a fault or a panic is
+/// the run's fault, named in its record.
+fn body(
+    run: &Arc<Run>,
+    proc: &Arc<Proc>,
+    me: usize,
+    prog: usize,
+    rec: Arc<Mutex<Record>>,
+    initial: Option<usize>,
+) {
+    let r = rec.clone();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        thread_main(run, proc, me, prog, rec, initial)
+    }));
+    let fault = match result {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(p) => Some(format!(
+            "panicked: {}",
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        )),
+    };
+    finish(run, proc, me, &r, fault);
 }
 
 /// A task's thread, after its program ends (or faults): its record, its
@@ -413,8 +443,7 @@ fn thread_main(
         children: Default::default(),
         buf: Vec::new(),
     };
-    // Children it never joined go on (their handles detach): the process
-    // waits for them.
+    // Children it never joined go on: the process waits for them.
     task.interpret(&run.programs[prog])
 }
 
