@@ -35,15 +35,15 @@ pub fn run(a: &CalibrateArgs, reg: &Registry) -> Result<(), Failure> {
         a.out.display()
     );
     say!(
-        "{:62} {:>10} {:>20} {:>8}  sets",
-        "measurement",
+        "{:66} {:>10} {:>20} {:>8}  sets",
+        "measurement (ns)",
         "median",
         "p25-p75",
         "samples"
     );
     for m in &c.file.measurements {
         say!(
-            "{:62} {:>10.1} {:>20} {:>8}  {} = {:.1}",
+            "{:66} {:>10.1} {:>20} {:>8}  {} = {:.1}",
             m.name,
             m.median,
             format!("{:.1}-{:.1}", m.p25, m.p75),
@@ -51,6 +51,19 @@ pub fn run(a: &CalibrateArgs, reg: &Registry) -> Result<(), Failure> {
             m.sets,
             m.value
         );
+        if let Some(mean) = m.mean {
+            match &m.peer {
+                Some(p) => say!(
+                    "{:66} mean {:.1}; {}: {:.1} ({:+.0} %)",
+                    "",
+                    mean,
+                    p.tool,
+                    p.value,
+                    (mean / p.value - 1.0) * 100.0
+                ),
+                None => say!("{:66} mean {:.1}; its tool is not installed", "", mean),
+            }
+        }
     }
     for n in &c.notes {
         say!("note: {n}");

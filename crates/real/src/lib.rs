@@ -90,6 +90,7 @@
 //! with / without 0.92 and 0.98 in two sittings). `docs/REAL.md` has the
 //! figures beside the simulator's.
 
+pub mod bare;
 pub mod check;
 pub mod exec;
 pub mod files;

@@ -178,7 +178,10 @@ impl<'a> Objects<'a> {
     /// Marks `me` as waiting on object `obj` (for the stall report).
     pub fn waiting(&self, me: usize, obj: usize, state: State) {
         self.shm.slot(me, slot::WAIT_OBJ).store(obj as u32, Relaxed);
-        self.shm.slot(me, slot::WAITS).fetch_add(1, Relaxed);
+        // Only the task itself writes its count: a plain add, no locked
+        // instruction on every wait (the stall watch only reads it).
+        let waits = self.shm.slot(me, slot::WAITS);
+        waits.store(waits.load(Relaxed).wrapping_add(1), Relaxed);
         self.shm.slot(me, slot::STATE).store(state as u32, Release);
     }
 

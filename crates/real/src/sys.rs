@@ -380,6 +380,25 @@ pub fn fork_task() -> io::Result<Option<i32>> {
     Ok(r)
 }
 
+/// Runs `f` on a new thread made as a C program makes one
+/// (`pthread_create` with glibc's default attributes: no Rust runtime, no
+/// signal stack), and joins it.
+pub fn pthread_run(f: extern "C" fn(*mut libc::c_void) -> *mut libc::c_void) -> io::Result<()> {
+    let mut t: libc::pthread_t = 0;
+    // SAFETY: `t` is written by pthread_create; null attributes are the
+    // defaults; `f` is a plain function that ignores its null argument.
+    let r = unsafe { libc::pthread_create(&mut t, std::ptr::null(), f, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    // SAFETY: `t` is the joinable thread just made; its result is ignored.
+    let r = unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}
+
 /// The parent process's pid (`getppid`): it changes when the parent dies.
 pub fn parent_pid() -> i32 {
     // SAFETY: no arguments.

@@ -1,26 +1,35 @@
 //! `schedlab calibrate`: measure this machine with microbenchmarks run for
 //! real, fit the cost model to them: a cost file ([`crate::costs`]).
 //!
+//! The microbenchmarks are bare ([`schedlab_real::bare`]): the system
+//! calls a benchmark nobody here wrote makes, with nothing of our
+//! executor around them, so the file describes the machine and not the
+//! executor's own overhead. Where a tool measures the same thing (perf's
+//! `bench sched pipe`, rt-tests' `cyclictest`) it runs too and its figure
+//! is printed beside ours, a check of the bare benchmark.
+//!
 //! ## What is measured, and the field each sets
 //!
-//! | measurement | how | sets |
-//! |---|---|---|
-//! | a cache line handed off, per class of CPU pair the machine has | two threads pinned to the pair bounce one atomic word: half the round trip | `line_ns.{smt,llc,node,machine}` (directly) |
-//! | memory bandwidth | one thread copies 256 MiB | `memory_bytes_per_ns` (directly) |
-//! | timer lateness | a thread sleeps 1 ms, 400 times: how late it wakes | `timer_late` (min, mean; directly) |
-//! | a pipe round trip on one CPU | a ping-pong of 8 B, both tasks pinned to one CPU | `context_switch_ns` (fitted) |
-//! | a futex wake to running, the wakee's CPU idle | a futex ping-pong across a pair of CPUs | `wake_from_idle_ns[0]` (fitted) |
-//! | a futex wake to running, the wakee's CPU busy | the same with a spinner on the wakee's CPU | `ipi_ns` (fitted) |
-//! | thread spawn and join | a thread spawned and joined, 300 times | `spawn_ns` (fitted) |
-//! | a pipe round trip across a pair | as on one CPU, the tasks on two CPUs | nothing: recorded as a check |
+//! | measurement | how | beside | sets |
+//! |---|---|---|---|
+//! | a cache line handed off, per class of CPU pair the machine has | two threads pinned to the pair bounce one atomic word: half the round trip | | `line_ns.{smt,llc,node,machine}` (directly) |
+//! | memory bandwidth | one thread copies 256 MiB | | `memory_bytes_per_ns` (directly) |
+//! | timer lateness | a 1 ms `clock_nanosleep`, 400 times: how late it returns | `cyclictest -q -r -i 1000` (its Avg) | `timer_late` (min, mean; directly) |
+//! | a pipe's system calls | one thread writes 4 bytes into a pipe and reads them back: two system calls that wake nobody, 1000 times | | `syscall_ns` (half the median; directly) |
+//! | a pipe round trip on one CPU | perf's `sched pipe`: two processes pinned to one CPU, a 4-byte int each way | `taskset -c 0 perf bench sched pipe` (µs per op: a mean) | `context_switch_ns` (fitted) |
+//! | a futex wake to running, the wakee's CPU idle | a futex ping-pong of two threads across a pair of CPUs | | `wake_from_idle_ns[0]` (fitted) |
+//! | a futex wake to running, the wakee's CPU busy | the same with a spinner on the wakee's CPU | | `ipi_ns` (fitted) |
+//! | thread spawn and join | `pthread_create` of a thread that spins 1 µs, and `pthread_join`, 300 times | | `spawn_ns` (fitted) |
+//! | a pipe round trip, anywhere | perf's `sched pipe`, unpinned | `perf bench sched pipe` | nothing: recorded as a check |
 //!
 //! "Fitted" means: the microbenchmark is simulated on this machine's
 //! topology under `linux` with every other field held, and the field is
 //! found by bisection (in log space) so that the simulated median equals
 //! the real one. Fields are fitted in the order of the table, each with
 //! the ones before it set. A field whose simulated median does not reach
-//! the real one anywhere in its range is left at its estimate, and the
-//! file says so. Fields nothing here measures (`syscall_ns`, `block_ns`,
+//! the real one anywhere in its range (50 ns..2 ms) is set to the end of
+//! the range nearest it, and the file says so: the other costs of the
+//! path already take more (or less) than the machine does. Fields nothing here measures (`block_ns`,
 //! `pass_ns`, `lines_per_handoff`, `smt_slowdown`, bandwidths between
 //! caches, refill and footprint sizes, `jitter`, `irq_ns`) keep their
 //! estimates. A pair class the machine lacks (no SMT, one LLC, one node)
@@ -32,13 +41,15 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use schedlab_real::{sys, Machine, Options};
+use schedlab_real::bare::{self, Pin};
+use schedlab_real::{sys, Machine};
 use schedlab_scenarios::{file, Params};
 use schedlab_sim::figures::percentile;
 use schedlab_sim::{CostModel, Lateness, Registry, Sim};
 use schedlab_topology::{CpuId, Level, Topology};
 
-use crate::costs::{today, CostsFile, Measurement, Provenance, Shape};
+use crate::clients::{cyclictest_avg_ns, perf_pipe_us};
+use crate::costs::{today, CostsFile, Measurement, Peer, Provenance, Shape};
 use crate::{Error, Progress};
 
 /// A microbenchmark's real distribution, ns.
@@ -122,12 +133,15 @@ fn copy_bandwidth() -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// A microbenchmark scenario on this machine: two or three tasks, a lap
-/// per round.
+/// A fitted microbenchmark: its bare measurement, a tool's figure for the
+/// same where one exists, and the scenario that simulates it (two or three
+/// tasks, a lap per round).
 struct Bench {
     name: String,
     sets: &'static str,
     text: String,
+    real: Box<dyn Fn() -> std::io::Result<Vec<u64>>>,
+    peer: Option<Box<dyn Fn() -> Option<Peer>>>,
 }
 
 fn task(name: &str, cpu: usize, program: &str) -> String {
@@ -135,8 +149,8 @@ fn task(name: &str, cpu: usize, program: &str) -> String {
 }
 
 fn pipe_rtt(a: usize, b: usize, n: u64) -> String {
-    let ping = format!("[{{ loop = {{ n = {n}, body = [{{ pipe_write = {{ pipe = \"a\", bytes = 8 }} }}, {{ pipe_read = {{ pipe = \"b\", bytes = 8 }} }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]");
-    let pong = format!("[{{ loop = {{ n = {n}, body = [{{ pipe_read = {{ pipe = \"a\", bytes = 8 }} }}, {{ pipe_write = {{ pipe = \"b\", bytes = 8 }} }}] }} }}]");
+    let ping = format!("[{{ loop = {{ n = {n}, body = [{{ pipe_write = {{ pipe = \"a\", bytes = 4 }} }}, {{ pipe_read = {{ pipe = \"b\", bytes = 4 }} }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]");
+    let pong = format!("[{{ loop = {{ n = {n}, body = [{{ pipe_read = {{ pipe = \"a\", bytes = 4 }} }}, {{ pipe_write = {{ pipe = \"b\", bytes = 4 }} }}] }} }}]");
     task("ping", a, &ping) + &task("pong", b, &pong)
 }
 
@@ -163,14 +177,6 @@ fn spawn_join(n: u64) -> String {
     )
 }
 
-fn timer_late(n: u64) -> String {
-    task(
-        "sleeper",
-        0,
-        &format!("[{{ loop = {{ n = {n}, body = [{{ lap_start = {{ metric = \"rtt\" }} }}, {{ sleep = 1000000 }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]"),
-    )
-}
-
 /// The scenario of `text` on `machine` under `linux`.
 fn scenario(
     name: &str,
@@ -189,18 +195,6 @@ fn scenario(
         Some(machine.clone()),
     )
     .map_err(|e| Error::Input(format!("calibrate's own scenario {name}: {e}")))
-}
-
-/// The laps of `metric` over one real run of `text`.
-fn real_laps(
-    name: &str,
-    text: &str,
-    machine: &Topology,
-    reg: &Registry,
-) -> Result<Vec<u64>, Error> {
-    let s = scenario(name, text, machine, reg)?;
-    let r = schedlab_real::run(&s.spec, 1, &Options::default())?;
-    Ok(r.outcome.laps.get("rtt").cloned().unwrap_or_default())
 }
 
 /// The simulated median lap of `text` under `cost`, over seeds 1..=3.
@@ -304,10 +298,13 @@ pub fn calibrate(
         p75: bw,
         samples: 3,
         value: bw,
+        mean: None,
+        peer: None,
     });
     progress.tick();
-    timer_lateness(machine, n, reg, &mut c)?;
+    timer_lateness(n, &mut c)?;
     progress.tick();
+    pipe_syscalls(n, &mut c)?;
     fitted(machine, n, reg, progress, &mut c)?;
     progress.end();
     Ok(c)
@@ -349,62 +346,113 @@ fn line_handoffs(machine: &Topology, n: u64, c: &mut Calibration) {
     }
 }
 
-/// How late a 1 ms sleep wakes: sets `timer_late` (min and mean) directly.
-fn timer_lateness(
-    machine: &Topology,
-    n: u64,
-    reg: &Registry,
-    c: &mut Calibration,
-) -> Result<(), Error> {
-    let late: Vec<u64> = real_laps("timer", &timer_late(400.min(n)), machine, reg)?
-        .iter()
-        .map(|l| l.saturating_sub(1_000_000))
-        .collect();
+/// How late a 1 ms sleep wakes: sets `timer_late` (min and mean)
+/// directly; cyclictest's average beside it when installed.
+fn timer_lateness(n: u64, c: &mut Calibration) -> Result<(), Error> {
+    let late = bare::sleep_lateness(0, 400.min(n)).map_err(bench_failed("timer lateness"))?;
     let d = Dist::of(&late);
     let mean = late.iter().sum::<u64>() as f64 / late.len().max(1) as f64;
     c.file.cost.timer_late = Lateness {
         min_ns: late.iter().copied().min().unwrap_or(0),
         mean_ns: mean as u64,
     };
-    c.file.measurements.push(measure(
+    let mut m = measure(
         "timer lateness, a 1 ms sleep (sets min and mean)",
         "timer_late",
         "ns",
         &d,
         mean,
+    );
+    m.mean = Some(mean);
+    m.peer = cyclictest_avg_ns(0, 400.min(n)).map(|v| Peer {
+        tool: "cyclictest -q -r -i 1000 (Avg)".into(),
+        value: v,
+    });
+    c.file.measurements.push(m);
+    Ok(())
+}
+
+/// A pipe's write and read, no wake: sets `syscall_ns` (half the median)
+/// directly, the cost the simulator charges each pipe or futex call.
+fn pipe_syscalls(n: u64, c: &mut Calibration) -> Result<(), Error> {
+    let laps = bare::pipe_write_reads(0, n).map_err(bench_failed("a pipe's system calls"))?;
+    let d = Dist::of(&laps);
+    c.file.cost.syscall_ns = (d.median / 2.0).round() as u64;
+    c.file.measurements.push(measure(
+        "a pipe's write and read, one thread, no wake (bare)",
+        "syscall_ns",
+        "ns",
+        &d,
+        c.file.cost.syscall_ns as f64,
     ));
     Ok(())
+}
+
+/// A bare benchmark's failure as calibration's error.
+fn bench_failed(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::Input(format!("calibrate: {what}: {e}"))
+}
+
+/// The range a fitted field is searched in, ns.
+const FIT_RANGE: (u64, u64) = (50, 2_000_000);
+
+/// Loops of perf's `sched pipe` at the least: its figure is a mean over
+/// the whole run, the start of its second process included.
+const PERF_LOOPS: u64 = 20_000;
+
+/// perf's `sched pipe` figure, ns per round trip, started on `cpu`.
+fn perf_pipe(cpu: Option<usize>, n: u64) -> Option<Peer> {
+    let tool = match cpu {
+        Some(c) => format!("taskset -c {c} perf bench sched pipe -l {n} (usecs/op)"),
+        None => format!("perf bench sched pipe -l {n} (usecs/op)"),
+    };
+    perf_pipe_us(cpu, n).map(|us| Peer {
+        tool,
+        value: us * 1e3,
+    })
 }
 
 /// The microbenchmarks whose fields are fitted, in the order of the
 /// module doc's table, on CPU pair `other` (none on one CPU).
 fn benches(other: Option<(usize, usize)>, n: u64, notes: &mut Vec<String>) -> Vec<Bench> {
+    // perf's figure is a mean over its run, process start included: as
+    // many loops as its own sensible minimum, for both.
+    let loops = n.max(PERF_LOOPS);
     let mut benches = vec![Bench {
-        name: "pipe round trip, same CPU".into(),
+        name: "pipe round trip, same CPU (perf's sched pipe, bare)".into(),
         sets: "context_switch_ns",
         text: pipe_rtt(0, 0, n),
+        real: Box::new(move || bare::pipe_round_trips(Pin::One(0), loops)),
+        peer: Some(Box::new(move || perf_pipe(Some(0), loops))),
     }];
     match other {
         Some((x, y)) => {
-            benches.push(Bench {
-                name: format!("futex wake to running, wakee's CPU idle (cpu{x} to cpu{y})"),
-                sets: "wake_from_idle_ns[0]",
-                text: futex_rtt(x, y, n, false),
-            });
-            benches.push(Bench {
-                name: format!("futex wake to running, wakee's CPU busy (cpu{x} to cpu{y})"),
-                sets: "ipi_ns",
-                text: futex_rtt(x, y, n, true),
-            });
+            for (busy, sets, state) in [
+                (false, "wake_from_idle_ns[0]", "idle"),
+                (true, "ipi_ns", "busy"),
+            ] {
+                benches.push(Bench {
+                    name: format!(
+                        "futex wake to running, wakee's CPU {state} (cpu{x} to cpu{y}, bare)"
+                    ),
+                    sets,
+                    text: futex_rtt(x, y, n, busy),
+                    real: Box::new(move || bare::futex_round_trips(x, y, n, busy)),
+                    peer: None,
+                });
+            }
         }
         None => notes.push(
             "one CPU: no cross-CPU wake to measure; wake_from_idle_ns and ipi_ns kept".into(),
         ),
     }
+    let spawns = 300.min(n);
     benches.push(Bench {
-        name: "thread spawn and join".into(),
+        name: "thread spawn and join (pthread_create, bare)".into(),
         sets: "spawn_ns",
-        text: spawn_join(300.min(n)),
+        text: spawn_join(spawns),
+        real: Box::new(move || bare::spawn_joins(0, spawns)),
+        peer: None,
     });
     benches
 }
@@ -423,39 +471,63 @@ fn fitted(
         .find(|p| p.0 != Level::Same)
         .map(|p| (p.1.index(), p.2.index()));
     for b in &benches(other, n, &mut c.notes) {
-        let laps = real_laps(&b.name, &b.text, machine, reg)?;
+        let laps = (b.real)().map_err(bench_failed(&b.name))?;
         let d = Dist::of(&laps);
         let s = scenario("bench", &b.text, machine, reg)?;
         let cost = c.file.cost;
-        let got = fit(50.0, 2_000_000.0, d.median, |v| {
+        let sim = |v: f64| {
             let mut c = cost;
             *field(&mut c, b.sets) = v as u64;
             sim_median(&s, &c)
-        });
-        match got {
-            Some(v) => *field(&mut c.file.cost, b.sets) = v.round() as u64,
-            None => c.notes.push(format!(
-                "{}: the simulated median does not reach the real {:.0} ns for any value of {} in 50 ns..2 ms; kept the estimate",
-                b.name, d.median, b.sets
-            )),
-        }
+        };
+        let (lo, hi) = (FIT_RANGE.0 as f64, FIT_RANGE.1 as f64);
+        let v = match fit(lo, hi, d.median, sim) {
+            Some(v) => v,
+            None => {
+                // Out of reach: the end of the range nearest the target,
+                // which leaves the simulation closest to the machine.
+                let (end, floor) = if d.median < sim(lo) {
+                    (lo, "below")
+                } else {
+                    (hi, "above")
+                };
+                c.notes.push(format!(
+                    "{}: the real median, {:.0} ns, is {floor} what the simulation reaches with {} anywhere in {}..{} ns; set to {end:.0} ns, the nearest",
+                    b.name, d.median, b.sets, FIT_RANGE.0, FIT_RANGE.1
+                ));
+                end
+            }
+        };
+        *field(&mut c.file.cost, b.sets) = v.round() as u64;
         let value = *field(&mut c.file.cost, b.sets) as f64;
-        c.file
-            .measurements
-            .push(measure(&b.name, b.sets, "ns", &d, value));
+        let mut m = measure(&b.name, b.sets, "ns", &d, value);
+        if let Some(peer) = &b.peer {
+            m.mean = Some(mean(&laps));
+            m.peer = peer();
+        }
+        c.file.measurements.push(m);
         progress.tick();
     }
-    if let Some((x, y)) = other {
-        let d = Dist::of(&real_laps("pipe across", &pipe_rtt(x, y, n), machine, reg)?);
-        c.file.measurements.push(measure(
-            &format!("pipe round trip, cpu{x} and cpu{y} (a check)"),
+    if other.is_some() {
+        let loops = n.max(PERF_LOOPS);
+        let laps =
+            bare::pipe_round_trips(Pin::Free, loops).map_err(bench_failed("pipe anywhere"))?;
+        let mut m = measure(
+            "pipe round trip, anywhere (perf's sched pipe, bare; a check)",
             "nothing",
             "ns",
-            &d,
+            &Dist::of(&laps),
             0.0,
-        ));
+        );
+        m.mean = Some(mean(&laps));
+        m.peer = perf_pipe(None, loops);
+        c.file.measurements.push(m);
     }
     Ok(())
+}
+
+fn mean(v: &[u64]) -> f64 {
+    v.iter().sum::<u64>() as f64 / v.len().max(1) as f64
 }
 
 fn measure(name: &str, sets: &str, unit: &str, d: &Dist, value: f64) -> Measurement {
@@ -468,6 +540,8 @@ fn measure(name: &str, sets: &str, unit: &str, d: &Dist, value: f64) -> Measurem
         p75: d.p75,
         samples: d.samples,
         value,
+        mean: None,
+        peer: None,
     }
 }
 

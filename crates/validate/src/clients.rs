@@ -1,7 +1,9 @@
 //! The real tools nobody here wrote, run beside our executor: rt-tests'
-//! `hackbench` (its `Time`) and rt-app itself (its logs). Each is run as
-//! its package installs it; a missing one is `None` or a clear error, for
-//! the caller to list as skipped with the package's name.
+//! `hackbench` (its `Time`) and `cyclictest` (its average latency), perf's
+//! `bench sched pipe` (µs per op) and `bench sched messaging` (its total
+//! time), and rt-app itself (its logs). Each is run as its package
+//! installs it; a missing one is `None` or a clear error, for the caller
+//! to list as skipped with the package's name ([`PACKAGES`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +26,87 @@ pub fn hackbench_times(args: &[String], reps: u64) -> Option<Vec<f64>> {
                 .map(|s| s * 1e3)
         })
         .collect()
+}
+
+/// The Debian package of each tool, for a skip's message.
+pub const PACKAGES: [(&str, &str); 4] = [
+    ("hackbench", "rt-tests"),
+    ("cyclictest", "rt-tests"),
+    ("perf", "linux-perf"),
+    ("rt-app", "rt-app"),
+];
+
+/// Why `tool` is not here: "TOOL is not installed (Debian package P)".
+pub fn missing(tool: &str) -> String {
+    let package = PACKAGES
+        .iter()
+        .find(|(t, _)| *t == tool)
+        .map_or(tool, |(_, p)| p);
+    format!("{tool} is not installed (Debian package {package})")
+}
+
+/// `program args`, started from a thread pinned to `cpu` (when given; a
+/// child inherits its parent thread's mask, as under `taskset -c CPU`):
+/// its standard output, `None` when it cannot run or fails.
+fn output_on(cpu: Option<usize>, program: &str, args: &[String]) -> Option<String> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = cpu {
+                schedlab_real::sys::set_affinity(&[c]).ok()?;
+            }
+            let out = std::process::Command::new(program)
+                .args(args)
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// The number after `key` on the first line that has it.
+fn number_after(text: &str, key: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let rest = &l[l.find(key)? + key.len()..];
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// The number before `unit` on the first line that ends with it.
+fn number_before(text: &str, unit: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let rest = l.trim().strip_suffix(unit)?;
+        rest.split_whitespace().last()?.parse().ok()
+    })
+}
+
+/// `perf bench sched pipe -l LOOPS` (processes, its default), started on
+/// `cpu` when given (`taskset -c CPU`): its µs per op. `None`: perf is
+/// not installed or printed no figure.
+pub fn perf_pipe_us(cpu: Option<usize>, loops: u64) -> Option<f64> {
+    let args = ["bench", "sched", "pipe", "-l", &loops.to_string()].map(String::from);
+    number_before(&output_on(cpu, "perf", &args)?, "usecs/op")
+}
+
+/// `perf bench sched messaging ARGS`, `reps` times: its total time, ms.
+pub fn perf_messaging_ms(args: &[String], reps: u64) -> Option<Vec<f64>> {
+    let mut all = vec!["bench".to_string(), "sched".into(), "messaging".into()];
+    all.extend(args.iter().cloned());
+    (0..reps)
+        .map(|_| number_after(&output_on(None, "perf", &all)?, "Total time:").map(|s| s * 1e3))
+        .collect()
+}
+
+/// `cyclictest -q -r -i 1000 -l LOOPS` on `cpu` (a relative 1 ms timer,
+/// nice 0, one thread): its average latency, ns. cyclictest sets
+/// `/dev/cpu_dma_latency` to 0 while it runs (no deep idle states).
+pub fn cyclictest_avg_ns(cpu: usize, loops: u64) -> Option<f64> {
+    let args = ["-q", "-r", "-N", "-i", "1000", "-l", &loops.to_string()].map(String::from);
+    number_after(&output_on(Some(cpu), "cyclictest", &args)?, "Avg:")
 }
 
 /// Whether rt-app itself is installed (it prints its usage and exits 0).

@@ -90,6 +90,23 @@ pub struct Measurement {
     pub samples: usize,
     /// The value the field was given.
     pub value: f64,
+    /// The mean, where a tool nobody here wrote measured the same and
+    /// prints a mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
+    /// That tool's own figure, in the same unit, beside ours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<Peer>,
+}
+
+/// A tool's own figure for a measurement: `perf bench sched pipe`'s
+/// µs per op, cyclictest's average latency.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Peer {
+    /// The command, as run.
+    pub tool: String,
+    pub value: f64,
 }
 
 /// A cost file.
@@ -244,6 +261,11 @@ mod tests {
                 p75: 5_600.0,
                 samples: 400,
                 value: 2_345.0,
+                mean: Some(5_400.0),
+                peer: Some(Peer {
+                    tool: "perf bench sched pipe".into(),
+                    value: 5_000.0,
+                }),
             }],
         }
     }
