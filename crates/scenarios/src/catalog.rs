@@ -99,6 +99,11 @@ pub const CATALOG: &[Builtin] = &[
         stream_default,
     ),
     builtin(
+        "sched_pipe",
+        "perf bench sched pipe: two processes pass a 4-byte int back and forth over two pipes, `loops` (20000) times; `cpu` (none) pins both to one CPU, as taskset -c CPU; usecs_per_op, what perf prints",
+        crate::field::sched_pipe,
+    ),
+    builtin(
         "hackbench",
         "rt-tests' hackbench in pipe mode: `groups` (10) of `fds` (20) senders each writing `datasize` (100) B to every receiver of the group, `loops` (100) times; total_ms, what it prints as Time",
         hackbench_default,

@@ -1,9 +1,23 @@
-//! Workloads from the field, built in: `hackbench` (rt-tests'
-//! `hackbench.c`, the pipe mode every LKML scheduler patch quotes),
+//! Workloads from the field, built in: `sched_pipe` (perf's `bench sched
+//! pipe`), `hackbench` (rt-tests' `hackbench.c`, the pipe mode every LKML
+//! scheduler patch quotes),
 //! `schbench` (Chris Mason's `schbench.c`, the wakeup-latency benchmark of
 //! the EEVDF and cache-aware-scheduling threads) and `stream` (John
 //! McCalpin's `stream.c` under OpenMP, the memory-bound benchmark
 //! cache-aware scheduling left unchanged).
+//!
+//! ## sched_pipe
+//!
+//! What `perf bench sched pipe -l L` does (`worker_thread()` of
+//! tools/perf/bench/sched-pipe.c, processes, its default): two processes
+//! and two pipes; one writes a 4-byte int to the other and reads the
+//! other's answer, `loops` times; the other reads and writes back.
+//!
+//! * `cpu`: both pinned to this CPU, as `taskset -c CPU perf bench sched
+//!   pipe` (perf's children inherit the mask); default: unpinned, both
+//!   starting on CPU 0 where the kernel put perf;
+//! * figure `usecs_per_op`: the mean round trip, what perf prints (its
+//!   total time over its loops).
 //!
 //! ## hackbench
 //!
@@ -103,6 +117,44 @@ fn pipe_read(pipe: &str, bytes: u64) -> Op {
         pipe: pipe.into(),
         bytes,
     }
+}
+
+/// perf's `sched pipe` (module doc).
+pub(crate) fn sched_pipe(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
+    let loops: u64 = p.get("loops", 20_000)?;
+    let cpu: Option<usize> = match p.get("cpu", String::from("none"))?.as_str() {
+        "none" => None,
+        c => Some(c.parse().map_err(|_| {
+            ScenarioError(format!(
+                "sched_pipe cpu {c:?}: expected a CPU number or none"
+            ))
+        })?),
+    };
+    if let Some(c) = cpu.filter(|&c| c >= b.topology().num_cpus()) {
+        return Err(ScenarioError(format!(
+            "sched_pipe cpu {c}: this machine has cpu0..cpu{}",
+            b.topology().num_cpus() - 1
+        )));
+    }
+    let mask = cpu.map(|c| schedlab_topology::CpuSet::single(schedlab_topology::CpuId::new(c)));
+    let start = cpu.unwrap_or(0);
+    let ping = vec![repeat(
+        loops,
+        vec![pipe_write("a", 4), pipe_read("b", 4), lap("rtt")],
+    )];
+    let pong = vec![repeat(loops, vec![pipe_read("a", 4), pipe_write("b", 4)])];
+    b.task("ping", start, mask, TaskSpec::fair(0), ping)
+        .in_process("ping");
+    b.task("pong", start, mask, TaskSpec::fair(0), pong)
+        .in_process("pong");
+    b.run_ns(60_000_000_000);
+    b.figure(
+        "usecs_per_op",
+        Figure::LapMeanUs {
+            metric: "rtt".into(),
+        },
+    );
+    Ok(())
 }
 
 /// hackbench's size: `(groups, fds, loops)`.

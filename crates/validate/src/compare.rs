@@ -6,15 +6,19 @@
 //!
 //! ## The workloads
 //!
-//! The suite's rows that fit this machine; rt-tests' hackbench in pipe
-//! mode, in process and in thread mode at 1, 2 and 4 groups; schbench at
+//! The suite's rows that fit this machine; perf's `sched pipe` on one CPU
+//! and anywhere; rt-tests' hackbench in pipe mode, in process and in
+//! thread mode at 1 to 4 groups; schbench at
 //! its defaults; the rt-app files under `scenarios/rt-app/`. Each reports
 //! its scenario's figures that a real run measures and, with the kernel's
 //! record (root), wakes and migrations per second. A workload this machine
-//! cannot run is listed as skipped, with why. When rt-tests' `hackbench`
-//! is installed, each hackbench workload also runs it, and its `Time` is
-//! one more figure, beside our executor's and the simulator's: a check of
-//! the executor itself.
+//! cannot run is listed as skipped, with why. Each real tool that runs
+//! the same workload ([`crate::workloads::Client`]: rt-tests' `hackbench`
+//! and perf's `sched messaging` for hackbench, perf's `sched pipe` for
+//! `sched_pipe`, rt-app for its files) runs too when installed, and its
+//! own figure is one more row, beside our executor's and the simulator's:
+//! a check of the executor itself. A tool not installed is listed once
+//! as skipped, with its Debian package.
 //!
 //! Real runs go one at a time with nothing else running; the simulations
 //! come after them, on every core.
@@ -27,7 +31,10 @@ use schedlab_scenarios::suite::median;
 use schedlab_scenarios::Scenario;
 use schedlab_sim::{CostModel, Outcome, Registry, Sim};
 
-use crate::clients::{hackbench_times, rtapp_installed, run_rtapp};
+use crate::clients::{
+    hackbench_times, missing as missing_tool, perf_messaging_ms, perf_pipe_us, rtapp_installed,
+    run_rtapp,
+};
 use crate::verdict::{verdict, Verdict};
 use crate::workloads::{workloads, Client, Workload};
 use crate::{Error, Progress};
@@ -71,12 +78,14 @@ struct Ran {
     name: String,
     scenario: Scenario,
     reps: Vec<RealOutcome>,
-    client: Option<ClientRuns>,
+    /// Each real client's runs, by the label its figure gets.
+    clients: Vec<(&'static str, ClientRuns)>,
 }
 
 /// What the real client measured, one entry per rep.
 enum ClientRuns {
-    /// hackbench's `Time`, ms.
+    /// The tool's own figure, in the unit of the workload's first figure
+    /// (hackbench's `Time` and perf's total time, ms; perf's µs per op).
     Times(Vec<f64>),
     /// rt-app's log lines by the file's thread name.
     Logs(Vec<BTreeMap<String, Vec<Line>>>),
@@ -212,8 +221,7 @@ fn run_real(
     skipped: &mut Vec<(String, String)>,
 ) -> Result<Vec<Ran>, Error> {
     let reps = req.reps.max(1);
-    let (mut hackbench_missing, mut rtapp_missing) = (false, false);
-    let rtapp = rtapp_installed();
+    let mut missing = std::collections::BTreeSet::new();
     let mut ran = Vec::new();
     progress.begin("validate: real runs", list.len());
     for w in list {
@@ -236,53 +244,79 @@ fn run_real(
                 continue;
             }
         };
-        let client = match &w.client {
-            Some(Client::Hackbench(args)) => {
-                let t = hackbench_times(args, reps);
-                hackbench_missing |= t.is_none();
-                t.map(ClientRuns::Times)
-            }
-            Some(Client::RtApp(file)) if rtapp => {
-                // As long as our executor's longest rep: a file whose
-                // loops end (or stall) keeps rt-app waiting to its
-                // duration.
-                let wall = outs.iter().map(|r| r.outcome.end_ns).max().unwrap_or(0);
-                let secs = wall.div_ceil(1_000_000_000).max(1);
-                match (1..=reps).map(|rep| run_rtapp(file, secs, rep)).collect() {
-                    Ok(l) => Some(ClientRuns::Logs(l)),
-                    Err(why) => {
-                        skipped.push((format!("{} (rt-app itself)", w.name), why));
-                        None
-                    }
+        let mut clients = Vec::new();
+        for c in &w.clients {
+            match run_client(c, reps, &outs) {
+                Ok(runs) => clients.push(runs),
+                Err(Missing::Tool(tool)) => {
+                    missing.insert(tool);
+                }
+                Err(Missing::Failed(label, why)) => {
+                    skipped.push((format!("{} ({label})", w.name), why));
                 }
             }
-            Some(Client::RtApp(_)) => {
-                rtapp_missing = true;
-                None
-            }
-            None => None,
-        };
+        }
         ran.push(Ran {
             name: w.name.clone(),
             scenario: s,
             reps: outs,
-            client,
+            clients,
         });
     }
     progress.end();
-    if hackbench_missing {
-        skipped.push((
-            "rt-tests' hackbench beside ours".into(),
-            "hackbench is not installed (Debian package rt-tests)".into(),
-        ));
-    }
-    if rtapp_missing {
-        skipped.push((
-            "rt-app itself beside the rt-app files".into(),
-            "rt-app is not installed (Debian package rt-app)".into(),
-        ));
+    for tool in missing {
+        skipped.push((format!("{tool} beside ours"), missing_tool(tool)));
     }
     Ok(ran)
+}
+
+/// Why a client has no figure: its tool is not installed, or it ran and
+/// failed (its label, why).
+enum Missing {
+    Tool(&'static str),
+    Failed(&'static str, String),
+}
+
+/// Real client `c`, `reps` times, beside our executor's runs `outs`: its
+/// figure's label and what it measured.
+fn run_client(
+    c: &Client,
+    reps: u64,
+    outs: &[RealOutcome],
+) -> Result<(&'static str, ClientRuns), Missing> {
+    let times = |label: &'static str, tool: &'static str, t: Option<Vec<f64>>| {
+        t.map(|t| (label, ClientRuns::Times(t)))
+            .ok_or(Missing::Tool(tool))
+    };
+    match c {
+        Client::Hackbench(args) => times(
+            "rt-tests hackbench",
+            "hackbench",
+            hackbench_times(args, reps),
+        ),
+        Client::PerfMessaging(args) => times(
+            "perf sched messaging",
+            "perf",
+            perf_messaging_ms(args, reps),
+        ),
+        Client::PerfPipe { cpu, loops } => times(
+            "perf sched pipe",
+            "perf",
+            (0..reps).map(|_| perf_pipe_us(*cpu, *loops)).collect(),
+        ),
+        Client::RtApp(_) if !rtapp_installed() => Err(Missing::Tool("rt-app")),
+        Client::RtApp(file) => {
+            // As long as our executor's longest rep: a file whose loops
+            // end (or stall) keeps rt-app waiting to its duration.
+            let wall = outs.iter().map(|r| r.outcome.end_ns).max().unwrap_or(0);
+            let secs = wall.div_ceil(1_000_000_000).max(1);
+            (1..=reps)
+                .map(|rep| run_rtapp(file, secs, rep))
+                .collect::<Result<_, _>>()
+                .map(|l| ("rt-app itself", ClientRuns::Logs(l)))
+                .map_err(|why| Missing::Failed("rt-app itself", why))
+        }
+    }
 }
 
 /// `reps` real runs of `s` with the kernel's record; the inner error says
@@ -346,18 +380,19 @@ fn rows_of(r: &Ran, sim: &[&Outcome]) -> Vec<Row> {
             ));
         }
     }
-    match &r.client {
-        Some(ClientRuns::Times(t)) => {
-            if let Some((fname, f)) = r.scenario.figures.first() {
-                rows.push(row(
-                    format!("{fname} (rt-tests hackbench)"),
-                    t.clone(),
-                    sim.iter().map(|o| f.compute(o)).collect(),
-                ));
+    for (label, runs) in &r.clients {
+        match runs {
+            ClientRuns::Times(t) => {
+                if let Some((fname, f)) = r.scenario.figures.first() {
+                    rows.push(row(
+                        format!("{fname} ({label})"),
+                        t.clone(),
+                        sim.iter().map(|o| f.compute(o)).collect(),
+                    ));
+                }
             }
+            ClientRuns::Logs(logs) => rows.extend(rtapp_rows(&r.name, &r.scenario, logs, sim)),
         }
-        Some(ClientRuns::Logs(logs)) => rows.extend(rtapp_rows(&r.name, &r.scenario, logs, sim)),
-        None => {}
     }
     if kernel {
         rows.push(row(

@@ -1,9 +1,11 @@
 //! The workloads `validate` runs, a fixed list: the suite's rows that fit
-//! this machine (under `linux`, on `sysfs`); rt-tests' hackbench in pipe
-//! mode, in process and in thread mode at 1, 2 and 4 groups, with the
-//! arguments rt-tests' own `hackbench` takes for the same run; schbench at
-//! its defaults; the rt-app files under `scenarios/rt-app/`, with rt-app
-//! itself as their client.
+//! this machine (under `linux`, on `sysfs`); perf's `sched pipe` pinned to
+//! CPU 0 and unpinned, with perf itself beside it; rt-tests' hackbench in
+//! pipe mode, in process and in thread mode at 1 to 4 groups, with
+//! rt-tests' own `hackbench` and perf's `sched messaging` (hackbench's
+//! descendant) given the same arguments; schbench at its defaults; the
+//! rt-app files under `scenarios/rt-app/`, with rt-app itself as their
+//! client.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +22,11 @@ pub type Build = Box<dyn Fn(&Registry) -> Result<Scenario, Error>>;
 pub enum Client {
     /// rt-tests' hackbench, with these arguments.
     Hackbench(Vec<String>),
+    /// `perf bench sched messaging`, with these arguments.
+    PerfMessaging(Vec<String>),
+    /// `perf bench sched pipe`, started on this CPU (`taskset -c`) or
+    /// anywhere, with this many loops.
+    PerfPipe { cpu: Option<usize>, loops: u64 },
     /// rt-app itself, on this file.
     RtApp(PathBuf),
 }
@@ -28,7 +35,8 @@ pub enum Client {
 pub struct Workload {
     pub name: String,
     pub build: Build,
-    pub client: Option<Client>,
+    /// The real tools run beside it, each its own figure.
+    pub clients: Vec<Client>,
 }
 
 fn params(pairs: &[(&str, String)], reg: &Registry) -> Params {
@@ -38,8 +46,10 @@ fn params(pairs: &[(&str, String)], reg: &Registry) -> Params {
 /// The fixed list (module doc), in its order.
 pub fn workloads() -> Vec<Workload> {
     let mut w: Vec<Workload> = ROWS.iter().map(|r| catalog_entry(r.name, r.name)).collect();
+    w.push(sched_pipe(Some(0)));
+    w.push(sched_pipe(None));
     for mode in ["process", "thread"] {
-        for groups in [1u64, 2, 4] {
+        for groups in 1u64..=4 {
             w.push(hackbench(mode, groups));
         }
     }
@@ -62,13 +72,40 @@ fn catalog_entry(name: &'static str, entry: &'static str) -> Workload {
             )
             .map_err(|e| Error::Input(e.0))
         }),
-        client: None,
+        clients: Vec::new(),
+    }
+}
+
+/// perf's `sched pipe` of 20,000 loops, on `cpu` or anywhere, with perf
+/// itself beside it.
+fn sched_pipe(cpu: Option<usize>) -> Workload {
+    let loops = 20_000u64;
+    let at = cpu.map_or("none".to_string(), |c| c.to_string());
+    Workload {
+        name: match cpu {
+            Some(c) => format!("sched_pipe.cpu{c}"),
+            None => "sched_pipe.anywhere".into(),
+        },
+        build: Box::new(move |reg| {
+            let p = params(
+                &[
+                    ("policy", "linux".into()),
+                    ("loops", loops.to_string()),
+                    ("cpu", at.clone()),
+                ],
+                reg,
+            );
+            catalog::build("sched_pipe", Some("sysfs"), p).map_err(|e| Error::Input(e.0))
+        }),
+        clients: vec![Client::PerfPipe { cpu, loops }],
     }
 }
 
 /// hackbench in pipe mode, `mode` (process or thread), `groups` groups of
-/// 20 fds, 50 loops of 100-byte messages; rt-tests' `hackbench` with the
-/// same arguments beside it.
+/// 20 fds, 50 loops of 100-byte messages; rt-tests' `hackbench` and perf's
+/// `sched messaging` with the same arguments beside it (perf spells
+/// threads `-t`, and its fds and message size are hackbench's defaults,
+/// fixed).
 fn hackbench(mode: &'static str, groups: u64) -> Workload {
     let loops = 50u64;
     let mut client = vec!["-p".to_string()];
@@ -88,6 +125,12 @@ fn hackbench(mode: &'static str, groups: u64) -> Workload {
         ]
         .map(String::from),
     );
+    // perf's messaging has hackbench's 20 fds and 100-byte messages fixed.
+    let mut perf = vec!["-p".to_string()];
+    if mode == "thread" {
+        perf.push("-t".into());
+    }
+    perf.extend(["-g", &groups.to_string(), "-l", &loops.to_string()].map(String::from));
     Workload {
         name: format!("hackbench.{mode}.g{groups}"),
         build: Box::new(move |reg| {
@@ -102,7 +145,7 @@ fn hackbench(mode: &'static str, groups: u64) -> Workload {
             );
             catalog::build("hackbench", Some("sysfs"), p).map_err(|e| Error::Input(e.0))
         }),
-        client: Some(Client::Hackbench(client)),
+        clients: vec![Client::Hackbench(client), Client::PerfMessaging(perf)],
     }
 }
 
@@ -124,7 +167,7 @@ fn rtapp_file(f: &str) -> Workload {
             schedlab_scenarios::rtapp::load(&path, topo, params(&[("policy", "linux".into())], reg))
                 .map_err(|e| Error::Input(e.to_string()))
         }),
-        client: Some(Client::RtApp(file)),
+        clients: vec![Client::RtApp(file)],
     }
 }
 
@@ -137,7 +180,7 @@ mod tests {
     #[test]
     fn each_hackbench_runs_rt_tests_hackbench_with_the_same_arguments() {
         for w in workloads() {
-            let Some(Client::Hackbench(args)) = &w.client else {
+            let Some(Client::Hackbench(args)) = w.clients.first() else {
                 continue;
             };
             let groups = w.name.rsplit_once(".g").expect("hackbench.MODE.gN").1;
