@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | [`pipe_round_trips`] | two processes, two pipes; one writes a 4-byte int and reads it back, the other reads and writes it back | `perf bench sched pipe`'s `worker_thread()` (tools/perf/bench/sched-pipe.c; processes, its default) |
 //! | [`pipe_write_reads`] | one thread writes a 4-byte int into a pipe and reads it back: two system calls that wake nobody | the cost of a pipe's system calls alone, under perf's `sched pipe` |
+//! | [`pipe_stream`] | a process on one CPU writes `bytes`-byte messages into a pipe of the kernel's default size that a process on another CPU reads, as a hackbench sender and receiver do | rt-tests' hackbench `sender()` and `receiver()` with one of each |
 //! | [`futex_round_trips`] | two threads; `FUTEX_WAKE` and `FUTEX_WAIT` each way on two words, optionally with a spinner on the second thread's CPU | the executor's port hand-off without its bookkeeping |
 //! | [`spawn_joins`] | `pthread_create` of a thread that spins 1 µs, then `pthread_join` | a C program's thread, glibc's defaults |
 //! | [`sleep_lateness`] | `clock_nanosleep` of 1 ms; how late it returns | cyclictest's loop with `-r` (a relative timer), at nice 0 |
@@ -134,6 +135,64 @@ pub fn pipe_write_reads(cpu: usize, rounds: u64) -> io::Result<Vec<u64>> {
     laps
 }
 
+/// A stream of `batches` × `batch` messages of `bytes` (at most 4096)
+/// from a process on `a` to a thread on `b` (module doc): the time of
+/// each batch of reads, as the reader sees it.
+pub fn pipe_stream(
+    a: usize,
+    b: usize,
+    batches: u64,
+    batch: u64,
+    bytes: usize,
+) -> io::Result<Vec<u64>> {
+    let bytes = bytes.clamp(1, 4096);
+    let (r, w) = sys::pipe(65536)?;
+    let laps = on_thread(Some(b), || {
+        // The writer: a process of its own on `a`, system calls only.
+        let Some(pid) = sys::fork()? else {
+            let buf = [0x5au8; 4096];
+            if sys::set_affinity(&[a]).is_err() {
+                sys::exit_now(1);
+            }
+            for _ in 0..batches * batch {
+                if sys::write_all(w, &buf[..bytes]).is_err() {
+                    sys::exit_now(1);
+                }
+            }
+            sys::exit_now(0)
+        };
+        let mut buf = [0u8; 4096];
+        let mut laps = Vec::with_capacity(batches as usize);
+        let mut read = || -> io::Result<()> {
+            for _ in 0..batches {
+                let t = sys::now();
+                for _ in 0..batch {
+                    if !sys::read_exact(r, &mut buf[..bytes])? {
+                        return Err(io::Error::other("the writer ended early"));
+                    }
+                }
+                laps.push(sys::now() - t);
+            }
+            Ok(())
+        };
+        let ran = read();
+        if ran.is_err() {
+            sys::kill(pid);
+        }
+        let status = sys::wait(pid)?;
+        ran?;
+        if status != 0 {
+            return Err(io::Error::other(format!(
+                "the writer ended with status {status}"
+            )));
+        }
+        Ok(laps)
+    });
+    sys::close(r);
+    sys::close(w);
+    laps
+}
+
 /// `rounds` futex round trips between a thread on `a` and one on `b`
 /// (module doc), with a thread spinning on `b` all along when `busy`.
 pub fn futex_round_trips(a: usize, b: usize, rounds: u64, busy: bool) -> io::Result<Vec<u64>> {
@@ -230,6 +289,8 @@ mod tests {
         let p = pipe_round_trips(Pin::One(0), 50).expect("a pipe ping-pong");
         assert_eq!(p.len(), 50, "one lap per round trip");
         assert!(p.iter().all(|&l| l > 0), "laps: {p:?}");
+        let st = pipe_stream(0, 0, 4, 100, 100).expect("a pipe stream");
+        assert_eq!(st.len(), 4, "one lap per batch");
         let w = pipe_write_reads(0, 30).expect("a pipe's system calls");
         assert_eq!(w.len(), 30);
         let f = futex_round_trips(0, 0, 20, false).expect("a futex ping-pong");

@@ -13,9 +13,11 @@
 //! and two pipes; one writes a 4-byte int to the other and reads the
 //! other's answer, `loops` times; the other reads and writes back.
 //!
+//! * the first process (starting on CPU 0, where the kernel put perf)
+//!   forks the second, which the kernel places, then waits for it at the
+//!   end;
 //! * `cpu`: both pinned to this CPU, as `taskset -c CPU perf bench sched
-//!   pipe` (perf's children inherit the mask); default: unpinned, both
-//!   starting on CPU 0 where the kernel put perf;
+//!   pipe` (a forked child inherits the mask); default: unpinned;
 //! * figure `usecs_per_op`: the mean round trip, what perf prints (its
 //!   total time over its loops).
 //!
@@ -137,16 +139,22 @@ pub(crate) fn sched_pipe(b: &mut Builder, p: &mut Params) -> Result<(), Scenario
         )));
     }
     let mask = cpu.map(|c| schedlab_topology::CpuSet::single(schedlab_topology::CpuId::new(c)));
-    let start = cpu.unwrap_or(0);
-    let ping = vec![repeat(
-        loops,
-        vec![pipe_write("a", 4), pipe_read("b", 4), lap("rtt")],
-    )];
+    // perf forks its second process, which the kernel places (and which
+    // inherits the first's mask), then waits for it.
     let pong = vec![repeat(loops, vec![pipe_read("a", 4), pipe_write("b", 4)])];
-    b.task("ping", start, mask, TaskSpec::fair(0), ping)
+    b.program("pong", pong);
+    let ping = vec![
+        Op::Fork {
+            program: "pong".into(),
+        },
+        repeat(
+            loops,
+            vec![pipe_write("a", 4), pipe_read("b", 4), lap("rtt")],
+        ),
+        Op::Join,
+    ];
+    b.task("ping", cpu.unwrap_or(0), mask, TaskSpec::fair(0), ping)
         .in_process("ping");
-    b.task("pong", start, mask, TaskSpec::fair(0), pong)
-        .in_process("pong");
     b.run_ns(60_000_000_000);
     b.figure(
         "usecs_per_op",

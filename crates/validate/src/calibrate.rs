@@ -20,6 +20,7 @@
 //! | a futex wake to running, the wakee's CPU idle | a futex ping-pong of two threads across a pair of CPUs | | `wake_from_idle_ns[0]` (fitted) |
 //! | a futex wake to running, the wakee's CPU busy | the same with a spinner on the wakee's CPU | | `ipi_ns` (fitted) |
 //! | thread spawn and join | `pthread_create` of a thread that spins 1 µs, and `pthread_join`, 300 times | | `spawn_ns` (fitted) |
+//! | a pipe stream across a pair | a process on one CPU writes 100-byte messages that a process on the other reads, as one hackbench sender and receiver: each 1000 reads | | `lines_per_handoff` (fitted) |
 //! | a pipe round trip, anywhere | perf's `sched pipe`, unpinned | `perf bench sched pipe` | nothing: recorded as a check |
 //!
 //! "Fitted" means: the microbenchmark is simulated on this machine's
@@ -29,8 +30,9 @@
 //! the ones before it set. A field whose simulated median does not reach
 //! the real one anywhere in its range (50 ns..2 ms) is set to the end of
 //! the range nearest it, and the file says so: the other costs of the
-//! path already take more (or less) than the machine does. Fields nothing here measures (`block_ns`,
-//! `pass_ns`, `lines_per_handoff`, `smt_slowdown`, bandwidths between
+//! path already take more (or less) than the machine does. Fields
+//! nothing here measures (`block_ns`, `pass_ns`, `smt_slowdown`,
+//! bandwidths between
 //! caches, refill and footprint sizes, `jitter`, `irq_ns`) keep their
 //! estimates. A pair class the machine lacks (no SMT, one LLC, one node)
 //! keeps its estimate too.
@@ -142,6 +144,8 @@ struct Bench {
     text: String,
     real: Box<dyn Fn() -> std::io::Result<Vec<u64>>>,
     peer: Option<Box<dyn Fn() -> Option<Peer>>>,
+    /// Where the field is searched.
+    range: (f64, f64),
 }
 
 fn task(name: &str, cpu: usize, program: &str) -> String {
@@ -155,8 +159,11 @@ fn pipe_rtt(a: usize, b: usize, n: u64) -> String {
 }
 
 fn futex_rtt(a: usize, b: usize, n: u64, busy: bool) -> String {
-    let ping = format!("[{{ loop = {{ n = {n}, body = [{{ futex_wake = {{ futex = \"a\", n = 1 }} }}, {{ futex_wait = {{ futex = \"b\" }} }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]");
-    let pong = format!("[{{ loop = {{ n = {n}, body = [{{ futex_wait = {{ futex = \"a\" }} }}, {{ futex_wake = {{ futex = \"b\", n = 1 }} }}] }} }}]");
+    // A call and its reply: one futex wake each way, and neither side can
+    // run a round ahead (two generation futexes can: once one side is a
+    // round ahead, every wait finds its word moved and neither blocks).
+    let ping = format!("[{{ loop = {{ n = {n}, body = [{{ call = {{ port = \"p\", bytes = 8 }} }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]");
+    let pong = format!("[{{ loop = {{ n = {n}, body = [{{ serve = {{ port = \"p\" }} }}, {{ reply = {{ bytes = 8 }} }}] }} }}]");
     let mut t = task("ping", a, &ping) + &task("pong", b, &pong);
     if busy {
         // Busy for longer than the ping-pong takes on a slow VM (~100 us a
@@ -168,6 +175,17 @@ fn futex_rtt(a: usize, b: usize, n: u64, busy: bool) -> String {
         t += &task("spinner", b, &spin);
     }
     t
+}
+
+/// hackbench's sender and receiver, one of each: `batches` × 1000
+/// messages of 100 B from `a` to `b`, a lap per 1000 reads.
+fn pipe_stream(a: usize, b: usize, batches: u64) -> String {
+    let sender = format!(
+        "[{{ loop = {{ n = {}, body = [{{ pipe_write = {{ pipe = \"s\", bytes = 100 }} }}] }} }}]",
+        batches * 1000
+    );
+    let receiver = format!("[{{ loop = {{ n = {batches}, body = [{{ lap_start = {{ metric = \"rtt\" }} }}, {{ loop = {{ n = 1000, body = [{{ pipe_read = {{ pipe = \"s\", bytes = 100 }} }}] }} }}, {{ lap = {{ metric = \"rtt\" }} }}] }} }}]");
+    task("sender", a, &sender) + &task("receiver", b, &receiver)
 }
 
 fn spawn_join(n: u64) -> String {
@@ -209,16 +227,23 @@ pub fn sim_median(s: &schedlab_scenarios::Scenario, cost: &CostModel) -> f64 {
     percentile(&all, 0.5)
 }
 
-/// Bisection in log space over `lo..=hi` for the value whose response
-/// (`f`, increasing) equals `target`; `None` when the target lies outside
-/// what the range reaches.
+/// The value in `lo..=hi` whose response `f` equals `target`: the first
+/// crossing on a grid of 16 points even in log space, then bisection
+/// inside it; `None` when no point of the grid reaches the target from
+/// below. `f` need not rise everywhere: a simulated path can turn
+/// cheaper when one cost grows past another's (an idle CPU's wake dearer
+/// than the tick that ends its idle), so the range's far end alone says
+/// nothing of what lies between.
 pub fn fit(lo: f64, hi: f64, target: f64, f: impl Fn(f64) -> f64) -> Option<f64> {
-    let (flo, fhi) = (f(lo), f(hi));
-    if target < flo || target > fhi {
+    const GRID: usize = 16;
+    let (llo, lhi) = (lo.ln(), hi.ln());
+    let at = |i: usize| llo + (lhi - llo) * i as f64 / (GRID - 1) as f64;
+    if target < f(lo) {
         return None;
     }
-    let (mut a, mut b) = (lo.ln(), hi.ln());
-    for _ in 0..24 {
+    let crossing = (1..GRID).find(|&i| f(at(i).exp()) >= target)?;
+    let (mut a, mut b) = (at(crossing - 1), at(crossing));
+    for _ in 0..20 {
         let m = (a + b) / 2.0;
         if f(m.exp()) < target {
             a = m;
@@ -229,13 +254,28 @@ pub fn fit(lo: f64, hi: f64, target: f64, f: impl Fn(f64) -> f64) -> Option<f64>
     Some(((a + b) / 2.0).exp())
 }
 
-/// The field `sets` of `c` as a mutable number (the fitted ones).
-fn field<'c>(c: &'c mut CostModel, sets: &str) -> &'c mut u64 {
+/// Sets the fitted field `sets` of `c` to `v` (ns, rounded; lines as
+/// they are).
+fn set_field(c: &mut CostModel, sets: &str, v: f64) {
+    let ns = v.round() as u64;
     match sets {
-        "context_switch_ns" => &mut c.context_switch_ns,
-        "wake_from_idle_ns[0]" => &mut c.wake_from_idle_ns[0],
-        "ipi_ns" => &mut c.ipi_ns,
-        "spawn_ns" => &mut c.spawn_ns,
+        "context_switch_ns" => c.context_switch_ns = ns,
+        "wake_from_idle_ns[0]" => c.wake_from_idle_ns[0] = ns,
+        "ipi_ns" => c.ipi_ns = ns,
+        "spawn_ns" => c.spawn_ns = ns,
+        "lines_per_handoff" => c.lines_per_handoff = v,
+        other => unreachable!("no fitted field {other}"),
+    }
+}
+
+/// The field `sets` of `c`.
+fn get_field(c: &CostModel, sets: &str) -> f64 {
+    match sets {
+        "context_switch_ns" => c.context_switch_ns as f64,
+        "wake_from_idle_ns[0]" => c.wake_from_idle_ns[0] as f64,
+        "ipi_ns" => c.ipi_ns as f64,
+        "spawn_ns" => c.spawn_ns as f64,
+        "lines_per_handoff" => c.lines_per_handoff,
         other => unreachable!("no fitted field {other}"),
     }
 }
@@ -393,8 +433,8 @@ fn bench_failed(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::Input(format!("calibrate: {what}: {e}"))
 }
 
-/// The range a fitted field is searched in, ns.
-const FIT_RANGE: (u64, u64) = (50, 2_000_000);
+/// The range a fitted time is searched in, ns.
+const FIT_RANGE: (f64, f64) = (50.0, 2_000_000.0);
 
 /// Loops of perf's `sched pipe` at the least: its figure is a mean over
 /// the whole run, the start of its second process included.
@@ -424,6 +464,7 @@ fn benches(other: Option<(usize, usize)>, n: u64, notes: &mut Vec<String>) -> Ve
         text: pipe_rtt(0, 0, n),
         real: Box::new(move || bare::pipe_round_trips(Pin::One(0), loops)),
         peer: Some(Box::new(move || perf_pipe(Some(0), loops))),
+        range: FIT_RANGE,
     }];
     match other {
         Some((x, y)) => {
@@ -439,6 +480,7 @@ fn benches(other: Option<(usize, usize)>, n: u64, notes: &mut Vec<String>) -> Ve
                     text: futex_rtt(x, y, n, busy),
                     real: Box::new(move || bare::futex_round_trips(x, y, n, busy)),
                     peer: None,
+                    range: FIT_RANGE,
                 });
             }
         }
@@ -453,7 +495,21 @@ fn benches(other: Option<(usize, usize)>, n: u64, notes: &mut Vec<String>) -> Ve
         text: spawn_join(spawns),
         real: Box::new(move || bare::spawn_joins(0, spawns)),
         peer: None,
+        range: FIT_RANGE,
     });
+    if let Some((x, y)) = other {
+        let batches = (n / 20).max(10);
+        benches.push(Bench {
+            name: format!(
+                "pipe stream, 1000 messages of 100 B from cpu{x} to cpu{y} (hackbench's sender and receiver, bare)"
+            ),
+            sets: "lines_per_handoff",
+            text: pipe_stream(x, y, batches),
+            real: Box::new(move || bare::pipe_stream(x, y, batches, 1000, 100)),
+            peer: None,
+            range: (0.1, 100.0),
+        });
+    }
     benches
 }
 
@@ -477,10 +533,10 @@ fn fitted(
         let cost = c.file.cost;
         let sim = |v: f64| {
             let mut c = cost;
-            *field(&mut c, b.sets) = v as u64;
+            set_field(&mut c, b.sets, v);
             sim_median(&s, &c)
         };
-        let (lo, hi) = (FIT_RANGE.0 as f64, FIT_RANGE.1 as f64);
+        let (lo, hi) = b.range;
         let v = match fit(lo, hi, d.median, sim) {
             Some(v) => v,
             None => {
@@ -492,14 +548,14 @@ fn fitted(
                     (hi, "above")
                 };
                 c.notes.push(format!(
-                    "{}: the real median, {:.0} ns, is {floor} what the simulation reaches with {} anywhere in {}..{} ns; set to {end:.0} ns, the nearest",
-                    b.name, d.median, b.sets, FIT_RANGE.0, FIT_RANGE.1
+                    "{}: the real median, {:.0} ns, is {floor} what the simulation reaches with {} anywhere in {lo}..{hi}; set to {end}, the nearest",
+                    b.name, d.median, b.sets
                 ));
                 end
             }
         };
-        *field(&mut c.file.cost, b.sets) = v.round() as u64;
-        let value = *field(&mut c.file.cost, b.sets) as f64;
+        set_field(&mut c.file.cost, b.sets, v);
+        let value = get_field(&c.file.cost, b.sets);
         let mut m = measure(&b.name, b.sets, "ns", &d, value);
         if let Some(peer) = &b.peer {
             m.mean = Some(mean(&laps));
