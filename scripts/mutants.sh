@@ -60,6 +60,8 @@ declare -A what=(
   [balancer-moves-delayed]="balancer: the delayed tasks among the candidates a balancer may move"
   [sweep-never-stale]="real runs: no pid counts as gone, so a killed run's tracefs instance and mount stay"
   [real-lost-unnamed]="real runs: a stall report never names the signal or futex wake that was lost"
+  [record-uncut]="real runs: the kernel's record keeps the exits after the run's end, whose wakes of finished threads name a waker outside the run"
+  [fit-endpoints-only]="calibrate: a fit looks only at its range's two ends, so a response that falls again is out of reach"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")

@@ -147,6 +147,10 @@ pub(crate) fn sched_pipe(b: &mut Builder, p: &mut Params) -> Result<(), Scenario
         Op::Fork {
             program: "pong".into(),
         },
+        // perf's clock starts after the fork; so does the first lap.
+        Op::LapStart {
+            metric: "rtt".into(),
+        },
         repeat(
             loops,
             vec![pipe_write("a", 4), pipe_read("b", 4), lap("rtt")],

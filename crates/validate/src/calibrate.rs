@@ -646,6 +646,16 @@ mod tests {
         }
     }
 
+    /// A response that rises then falls again (a simulated path that
+    /// turns cheaper when one cost outgrows another) is fitted where it
+    /// first crosses the target, though the range's far end lies below it.
+    #[test]
+    fn the_fit_finds_the_first_crossing_of_a_response_that_falls_again() {
+        let f = |v: f64| if v < 1_000.0 { v } else { 2_000.0 - v };
+        let v = fit(10.0, 100_000.0, 500.0, f).expect("reached on the way up");
+        assert!((v - 500.0).abs() < 1.0, "fitted {v}, expected 500");
+    }
+
     #[test]
     fn an_unreachable_target_is_no_fit() {
         assert_eq!(fit(1.0, 10.0, 100.0, |v| v), None, "above the range");

@@ -227,3 +227,50 @@ fn stream_runs_every_kernel_behind_a_barrier() {
     }
     assert_eq!(s.spec.processes.get("stream"), Some(&0), "nothing shared");
 }
+
+/// perf's `sched pipe`: the first process forks the second (a process of
+/// its own), they make `loops` round trips, and `cpu` pins both where
+/// `taskset -c` would: no other CPU does any work.
+#[test]
+fn sched_pipe_forks_its_partner_and_pins_both_where_asked() {
+    let s = catalog::build(
+        "sched_pipe",
+        Some("amd-2x8"),
+        params(&["loops=300", "cpu=3", "policy=linux"]),
+    )
+    .unwrap();
+    for seed in 1..=2 {
+        let o = Sim::new(&s.spec, seed).run();
+        assert_eq!(
+            o.laps["rtt"].len(),
+            300,
+            "seed {seed}: one lap per round trip"
+        );
+        let (ping, pong) = (&o.tasks["ping"], &o.tasks["ping.pong"]);
+        assert_ne!(
+            ping.process, pong.process,
+            "seed {seed}: the partner is a forked process of its own"
+        );
+        let busy: Vec<usize> = (0..o.busy_ns.len()).filter(|&c| o.busy_ns[c] > 0).collect();
+        assert_eq!(
+            busy,
+            vec![3],
+            "seed {seed}: only cpu3 works: {:?}",
+            o.busy_ns
+        );
+        let mean = o.laps["rtt"].iter().sum::<u64>() as f64 / 300.0 / 1e3;
+        let fig = s.figures[0].1.compute(&o);
+        assert!(
+            (fig - mean).abs() < 1e-9,
+            "seed {seed}: usecs_per_op is the mean round trip ({mean}), got {fig}"
+        );
+    }
+    let Err(err) = catalog::build("sched_pipe", Some("amd-2x8"), params(&["cpu=99"])) else {
+        panic!("a CPU the machine lacks is refused");
+    };
+    assert!(
+        err.0.contains("cpu0..cpu15"),
+        "names the CPUs there are: {}",
+        err.0
+    );
+}
