@@ -79,16 +79,24 @@
 //! ## Cost
 //!
 //! `cargo bench -p schedlab-real --bench ops` measures the executor's own
-//! cost per op. On a 2-vCPU AMD EPYC VM under Linux 6.18 (noisy, one
-//! sitting): a lap 49 ns; a futex round trip between two threads with
-//! nothing else 48.5 µs median (38.7 µs fastest: this VM's cross-CPU wake,
-//! an idle vCPU's exit and IPI through the host); a `run` of 1 µs 2.18 µs,
-//! since each read of the thread's CPU clock is a system call (the vDSO
-//! does not serve thread clocks), about 1 µs here. Recording the kernel's
-//! events does not change what it records beyond this VM's noise
-//! (`examples/capture_overhead.rs`: rt-tests' `hackbench -g 4 -l 200`,
-//! with / without 0.92 and 0.98 in two sittings). `docs/REAL.md` has the
-//! figures beside the simulator's.
+//! cost per op. On a 2-vCPU KVM guest (Intel Xeon, Linux 6.18.44; noisy,
+//! one sitting):
+//!
+//! | op | what it costs beyond the program's own system call |
+//! |---|---|
+//! | `lap` | two `CLOCK_MONOTONIC` reads (vDSO, 38 ns) and an uncontended lock |
+//! | `run ns` | reads of the thread's CPU clock, each a system call: a `run` of 1 µs takes 1.44 µs |
+//! | `pipe_write`, `pipe_read`, `join`, a futex op | five stores to the task's own slot line (state, wait object, wait count: the stall watch's), no locked instruction |
+//! | `call`, `serve`, `reply`, locks, conditions | the port's or object's line, one `FUTEX_WAKE` per wake the scenario asks for |
+//! | a task's end | nothing in the workload's time: the thread sleeps until its process exits (its exit, two TLB shootdowns on this guest, comes after), a forked process reports when its parent reaps it |
+//!
+//! Beside the programs it imitates: a pipe ping-pong on one CPU reads
+//! 2.18 µs a round trip against `perf bench sched pipe`'s 2.00 (the bare
+//! benchmark, [`bare`], 2.05); recording the kernel's events adds about
+//! 0.9 µs. hackbench reads 1.3–1.6× rt-tests' own. `docs/REAL.md` has the
+//! table and what was found. Recording does not change what it records
+//! beyond this VM's noise (`examples/capture_overhead.rs`: rt-tests'
+//! `hackbench -g 4 -l 200`, with / without 0.92 and 0.98 in two sittings).
 
 pub mod bare;
 pub mod check;

@@ -1,13 +1,16 @@
 //! Calibration and validation, as a library: what `schedlab calibrate`
 //! and `schedlab validate` do, callable without the binary.
 //!
-//! * [`calibrate`]: this machine's microbenchmarks run for real, and the
-//!   simulator's cost model fitted to them; the result is a [`CostsFile`].
+//! * [`calibrate`]: this machine's bare microbenchmarks run for real
+//!   (`schedlab_real::bare`, perf's and cyclictest's figures beside them),
+//!   and the simulator's cost model fitted to them; the result is a
+//!   [`CostsFile`].
 //! * [`costs`]: cost files, read with their errors and refused on a
 //!   machine of another shape.
 //! * [`compare`]: a fixed list of workloads run for real and simulated,
 //!   figure by figure, each with a [`Verdict`]; beside them the real
-//!   tools nobody here wrote ([`clients`]: rt-tests' `hackbench`, rt-app).
+//!   tools nobody here wrote ([`clients`]: rt-tests' `hackbench` and
+//!   `cyclictest`, perf's `sched pipe` and `sched messaging`, rt-app).
 //! * [`verdict`]: the rule that says whether a simulated figure is within
 //!   tolerance of the real runs, fixed before any measurement.
 //!
