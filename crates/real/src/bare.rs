@@ -60,6 +60,22 @@ fn on_thread<T: Send>(
     })
 }
 
+/// The other side, forked process `pid`, after this side `ran`: killed
+/// when this side failed, reaped either way; an error when either failed.
+fn reap(pid: i32, ran: io::Result<()>, who: &str) -> io::Result<()> {
+    if ran.is_err() {
+        sys::kill(pid);
+    }
+    let status = sys::wait(pid)?;
+    ran?;
+    if status != 0 {
+        return Err(io::Error::other(format!(
+            "{who} ended with status {status}"
+        )));
+    }
+    Ok(())
+}
+
 /// `rounds` round trips of perf's `sched pipe` (module doc): the time of
 /// each, as the timing side sees it (perf prints their mean).
 pub fn pipe_round_trips(pin: Pin, rounds: u64) -> io::Result<Vec<u64>> {
@@ -97,16 +113,7 @@ pub fn pipe_round_trips(pin: Pin, rounds: u64) -> io::Result<Vec<u64>> {
             Ok(())
         };
         let ran = run();
-        if ran.is_err() {
-            sys::kill(pid);
-        }
-        let status = sys::wait(pid)?;
-        ran?;
-        if status != 0 {
-            return Err(io::Error::other(format!(
-                "the other side of the pipe ended with status {status}"
-            )));
-        }
+        reap(pid, ran, "the other side of the pipe")?;
         Ok(laps)
     });
     for fd in [ping_r, ping_w, pong_r, pong_w] {
@@ -176,16 +183,7 @@ pub fn pipe_stream(
             Ok(())
         };
         let ran = read();
-        if ran.is_err() {
-            sys::kill(pid);
-        }
-        let status = sys::wait(pid)?;
-        ran?;
-        if status != 0 {
-            return Err(io::Error::other(format!(
-                "the writer ended with status {status}"
-            )));
-        }
+        reap(pid, ran, "the writer")?;
         Ok(laps)
     });
     sys::close(r);

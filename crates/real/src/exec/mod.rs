@@ -316,7 +316,22 @@ pub fn start(
     // kernel's record names it.
     let comm: String = name.chars().take(15).collect();
     std::thread::Builder::new().name(comm).spawn(move || {
-        body(&run, &proc, me, prog, rec, initial);
+        let r = rec.clone();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            thread_main(&run, &proc, me, prog, rec, initial)
+        }));
+        let fault = match result {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e),
+            Err(p) => Some(format!(
+                "panicked: {}",
+                p.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            )),
+        };
+        finish(&run, &proc, me, &r, fault);
         let state = run.shm.slot(me, slot::STATE);
         loop {
             sys::futex_wait(state, State::Exited as u32, None);
@@ -339,34 +354,6 @@ fn begin(run: &Run, proc: &Proc, me: usize, prog: usize, name: &str) -> Arc<Mute
         process: proc.name.clone(),
         ..Record::default()
     })
-}
-
-/// A task's program on this thread, then its end: a fault or a panic is
-/// the run's fault, named in its record.
-fn body(
-    run: &Arc<Run>,
-    proc: &Arc<Proc>,
-    me: usize,
-    prog: usize,
-    rec: Arc<Mutex<Record>>,
-    initial: Option<usize>,
-) {
-    let r = rec.clone();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        thread_main(run, proc, me, prog, rec, initial)
-    }));
-    let fault = match result {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e),
-        Err(p) => Some(format!(
-            "panicked: {}",
-            p.downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default()
-        )),
-    };
-    finish(run, proc, me, &r, fault);
 }
 
 /// A task's thread, after its program ends (or faults): its record, its
