@@ -124,6 +124,11 @@ fn pipe_read(pipe: &str, bytes: u64) -> Op {
 /// perf's `sched pipe` (module doc).
 pub(crate) fn sched_pipe(b: &mut Builder, p: &mut Params) -> Result<(), ScenarioError> {
     let loops: u64 = p.get("loops", 20_000)?;
+    if loops == 0 {
+        return Err(ScenarioError(
+            "sched_pipe loops = 0: expected at least 1".into(),
+        ));
+    }
     let cpu: Option<usize> = match p.get("cpu", String::from("none"))?.as_str() {
         "none" => None,
         c => Some(c.parse().map_err(|_| {
@@ -147,7 +152,8 @@ pub(crate) fn sched_pipe(b: &mut Builder, p: &mut Params) -> Result<(), Scenario
         Op::Fork {
             program: "pong".into(),
         },
-        // perf's clock starts after the fork; so does the first lap.
+        // The first lap starts after the fork (perf's clock starts before
+        // it: one fork's cost over its loops).
         Op::LapStart {
             metric: "rtt".into(),
         },

@@ -59,6 +59,7 @@ struct Dist {
     median: f64,
     p25: f64,
     p75: f64,
+    mean: f64,
     samples: usize,
 }
 
@@ -68,6 +69,7 @@ impl Dist {
             median: percentile(v, 0.5),
             p25: percentile(v, 0.25),
             p75: percentile(v, 0.75),
+            mean: v.iter().sum::<u64>() as f64 / v.len().max(1) as f64,
             samples: v.len(),
         }
     }
@@ -230,10 +232,11 @@ pub fn sim_median(s: &schedlab_scenarios::Scenario, cost: &CostModel) -> f64 {
 /// The value in `lo..=hi` whose response `f` equals `target`: the first
 /// crossing on a grid of 16 points even in log space, then bisection
 /// inside it; `None` when no point of the grid reaches the target from
-/// below. `f` need not rise everywhere: a simulated path can turn
-/// cheaper when one cost grows past another's (an idle CPU's wake dearer
-/// than the tick that ends its idle), so the range's far end alone says
-/// nothing of what lies between.
+/// below. `f` need not rise everywhere: a simulated median is a median of
+/// a whole schedule, and nothing promises it rises with one cost, so the
+/// range's far end alone does not say what lies between. (A response
+/// that fell flat once, whatever the cost, was the scenario's, not the
+/// fit's: see `futex_rtt`.)
 pub fn fit(lo: f64, hi: f64, target: f64, f: impl Fn(f64) -> f64) -> Option<f64> {
     const GRID: usize = 16;
     let (llo, lhi) = (lo.ln(), hi.ln());
@@ -391,7 +394,7 @@ fn line_handoffs(machine: &Topology, n: u64, c: &mut Calibration) {
 fn timer_lateness(n: u64, c: &mut Calibration) -> Result<(), Error> {
     let late = bare::sleep_lateness(0, 400.min(n)).map_err(bench_failed("timer lateness"))?;
     let d = Dist::of(&late);
-    let mean = late.iter().sum::<u64>() as f64 / late.len().max(1) as f64;
+    let mean = d.mean;
     c.file.cost.timer_late = Lateness {
         min_ns: late.iter().copied().min().unwrap_or(0),
         mean_ns: mean as u64,
@@ -558,7 +561,7 @@ fn fitted(
         let value = get_field(&c.file.cost, b.sets);
         let mut m = measure(&b.name, b.sets, "ns", &d, value);
         if let Some(peer) = &b.peer {
-            m.mean = Some(mean(&laps));
+            m.mean = Some(d.mean);
             m.peer = peer();
         }
         c.file.measurements.push(m);
@@ -568,22 +571,19 @@ fn fitted(
         let loops = n.max(PERF_LOOPS);
         let laps =
             bare::pipe_round_trips(Pin::Free, loops).map_err(bench_failed("pipe anywhere"))?;
+        let d = Dist::of(&laps);
         let mut m = measure(
             "pipe round trip, anywhere (perf's sched pipe, bare; a check)",
             "nothing",
             "ns",
-            &Dist::of(&laps),
+            &d,
             0.0,
         );
-        m.mean = Some(mean(&laps));
+        m.mean = Some(d.mean);
         m.peer = perf_pipe(None, loops);
         c.file.measurements.push(m);
     }
     Ok(())
-}
-
-fn mean(v: &[u64]) -> f64 {
-    v.iter().sum::<u64>() as f64 / v.len().max(1) as f64
 }
 
 fn measure(name: &str, sets: &str, unit: &str, d: &Dist, value: f64) -> Measurement {

@@ -14,17 +14,7 @@ use schedlab_scenarios::rtapp::log::{self, Line};
 /// when it is not installed.
 pub fn hackbench_times(args: &[String], reps: u64) -> Option<Vec<f64>> {
     (0..reps)
-        .map(|_| {
-            let out = std::process::Command::new("hackbench")
-                .args(args)
-                .output()
-                .ok()?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            text.lines()
-                .find_map(|l| l.strip_prefix("Time:"))
-                .and_then(|t| t.trim().parse::<f64>().ok())
-                .map(|s| s * 1e3)
-        })
+        .map(|_| number_after(&output_on(None, "hackbench", args)?, "Time:").map(|s| s * 1e3))
         .collect()
 }
 
@@ -109,12 +99,16 @@ pub fn cyclictest_avg_ns(cpu: usize, loops: u64) -> Option<f64> {
     number_after(&output_on(Some(cpu), "cyclictest", &args)?, "Avg:")
 }
 
-/// Whether rt-app itself is installed (it prints its usage and exits 0).
+/// Whether rt-app itself is installed (it prints its usage and exits 0),
+/// asked once per process.
 pub fn rtapp_installed() -> bool {
-    std::process::Command::new("rt-app")
-        .arg("--help")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ONCE.get_or_init(|| {
+        std::process::Command::new("rt-app")
+            .arg("--help")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
 }
 
 /// rt-app's calibration on this machine, once per process: its ns per loop
