@@ -69,9 +69,13 @@ fn a_real_deadlock_exits_3_naming_who_waits_on_what() {
     let d_tmp = tempfile::tempdir().expect("a temp dir");
     let d = d_tmp.path().to_path_buf();
     let f = d.join("deadlock.toml");
+    // Each holds its first lock 100 ms before asking for the second: both
+    // hold one before either asks, however late the second starts (with
+    // 1 ms, a `b` started late under the test suite's load found `a` gone,
+    // holding both: a stall, but no cycle).
     std::fs::write(
         &f,
-        "[topology]\npreset = \"amd-2x8\"\n[[task]]\nname = \"a\"\ncpu = 0\nprogram = [{ lock = { lock = \"x\" } }, { sleep = 1000000 }, { lock = { lock = \"y\" } }]\n[[task]]\nname = \"b\"\ncpu = 1\nprogram = [{ lock = { lock = \"y\" } }, { sleep = 1000000 }, { lock = { lock = \"x\" } }]\n",
+        "[topology]\npreset = \"amd-2x8\"\n[[task]]\nname = \"a\"\ncpu = 0\nprogram = [{ lock = { lock = \"x\" } }, { sleep = 100000000 }, { lock = { lock = \"y\" } }]\n[[task]]\nname = \"b\"\ncpu = 1\nprogram = [{ lock = { lock = \"y\" } }, { sleep = 100000000 }, { lock = { lock = \"x\" } }]\n",
     )
     .unwrap();
     let (code, _, err) = schedlab(&["run", f.to_str().unwrap(), "--real"]);
