@@ -27,8 +27,17 @@
 //! `sched_process_exit`, filtered in the kernel to the run's threads by
 //! `set_event_pid` with `options/event-fork` (threads a task spawns are
 //! followed). The kernel keeps a `sched_switch` when either side is a
-//! listed thread and a wake-up when the woken one is. The instance's clock
-//! is `mono`, the `CLOCK_MONOTONIC` that laps read.
+//! listed thread and a wake-up when the woken one is, but any other event
+//! only when the thread running as it fires is listed
+//! (`kernel/trace/trace_events.c`: only the switch and wake-up events
+//! have probes that look at the task they name). A `sched_migrate_task`
+//! is fired by whoever moves the task: the waker, but also an idle CPU's
+//! balancer, a stopper thread's active balance or another program's wake;
+//! so it is recorded in a second instance with no pid filter
+//! (`sched_migrate_task` alone, every thread's), and the run's own are
+//! kept when it is read. (With the filter, a balancer's moves were lost:
+//! `schedlab import` of trace-cmd's record of the same run found them.)
+//! Both instances' clock is `mono`, the `CLOCK_MONOTONIC` that laps read.
 //!
 //! ## Reading the buffers
 //!
@@ -68,6 +77,12 @@ pub const EVENTS: [(&str, &str); 8] = [
 
 /// Per-CPU buffer, KiB.
 pub const BUFFER_KB: u64 = 16 * 1024;
+
+/// The event recorded in an instance of its own, unfiltered (module doc).
+const MIGRATE: &str = "sched_migrate_task";
+
+/// That instance's per-CPU buffer, KiB: every thread's migrations.
+const MIGRATIONS_KB: u64 = 1024;
 
 /// One field of an event's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -321,6 +336,8 @@ pub struct Capture {
     root: PathBuf,
     mounted: bool,
     instance: PathBuf,
+    /// The instance of every thread's `sched_migrate_task` (module doc).
+    migrations: PathBuf,
     pub formats: BTreeMap<u16, Format>,
     page: PageHeader,
     header: EventHeader,
@@ -403,6 +420,7 @@ impl Capture {
             root,
             mounted,
             instance: PathBuf::new(),
+            migrations: PathBuf::new(),
             formats: BTreeMap::new(),
             page: PageHeader {
                 timestamp: Field {
@@ -448,10 +466,28 @@ impl Capture {
         write(&i.join("trace_clock"), "mono")?;
         write(&i.join("buffer_size_kb"), &BUFFER_KB.to_string())?;
         write(&i.join("options/event-fork"), "1")?;
-        for (sub, name) in EVENTS {
+        for (sub, name) in EVENTS.iter().filter(|e| e.1 != MIGRATE) {
             write(&i.join("events").join(sub).join(name).join("enable"), "1")?;
         }
+        cap.add_migrations()?;
         Ok(cap)
+    }
+
+    /// The instance of every thread's migrations (module doc), tracing
+    /// off.
+    fn add_migrations(&mut self) -> io::Result<()> {
+        let n = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let m = self
+            .root
+            .join("instances")
+            .join(format!("schedlab-{}-{n}", std::process::id()));
+        std::fs::create_dir(&m)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", m.display())))?;
+        self.migrations = m.clone();
+        write(&m.join("tracing_on"), "0")?;
+        write(&m.join("trace_clock"), "mono")?;
+        write(&m.join("buffer_size_kb"), &MIGRATIONS_KB.to_string())?;
+        write(&m.join("events/sched").join(MIGRATE).join("enable"), "1")
     }
 
     /// Sets each CPU's buffer to `kb` KiB (the default: [`BUFFER_KB`]).
@@ -483,25 +519,34 @@ impl Capture {
     pub fn start(&self, pids: &[i32]) -> io::Result<()> {
         let list: Vec<String> = pids.iter().map(i32::to_string).collect();
         write(&self.instance.join("set_event_pid"), &list.join(" "))?;
+        write(&self.migrations.join("tracing_on"), "1")?;
         write(&self.instance.join("tracing_on"), "1")
     }
 
     pub fn stop(&self) -> io::Result<()> {
-        write(&self.instance.join("tracing_on"), "0")
+        write(&self.instance.join("tracing_on"), "0")?;
+        write(&self.migrations.join("tracing_on"), "0")
     }
 
     /// Every event recorded, per CPU in order, and how many pages said
     /// events were lost before them.
     pub fn read(&self) -> io::Result<(Vec<Raw>, u64)> {
+        let (mut all, lost) = self.read_instance(&self.instance)?;
+        let (moves, lost_moves) = self.read_instance(&self.migrations)?;
+        all.extend(moves);
+        all.sort_by_key(|e| (e.ts, e.cpu));
+        Ok((all, lost + lost_moves))
+    }
+
+    /// The events of instance `dir`, and its pages after lost events.
+    fn read_instance(&self, dir: &Path) -> io::Result<(Vec<Raw>, u64)> {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
         let page_size = self.page.data.offset + self.page.data.size;
         let mut all = Vec::new();
         let mut lost = 0;
         for cpu in 0..self.ncpus {
-            let p = self
-                .instance
-                .join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let p = dir.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
             let mut f = std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK)
@@ -522,17 +567,18 @@ impl Capture {
                 }
             }
         }
-        all.sort_by_key(|e| (e.ts, e.cpu));
         Ok((all, lost))
     }
 }
 
 impl Drop for Capture {
     fn drop(&mut self) {
-        if !self.instance.as_os_str().is_empty() {
-            // Removing an instance frees its buffers and every setting made
-            // in it.
-            sweep::remove_instance(&self.instance);
+        // Removing an instance frees its buffers and every setting made in
+        // it.
+        for i in [&self.instance, &self.migrations] {
+            if !i.as_os_str().is_empty() {
+                sweep::remove_instance(i);
+            }
         }
         if self.mounted {
             let _ = sys::umount(&self.root);
