@@ -85,7 +85,7 @@ pub struct RecordArgs {
 
 /// `--edges` (`schedlab_real::replay::Edges`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum EdgesArg {
+pub(crate) enum EdgesArg {
     Inbox,
     Pair,
 }
@@ -164,7 +164,7 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
         a.out.display()
     );
     if a.check {
-        check(a, &rec, &conv)?;
+        check(&a.out, &rec, &conv)?;
     }
     if rec.status != 0 {
         return Err(Failure::Exit(rec.status.clamp(1, 255) as u8));
@@ -172,12 +172,16 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `--check`: the replay against the recording (`schedlab_real::check`),
-/// then the shadow.
-fn check(a: &RecordArgs, rec: &Recording, conv: &Converted) -> Result<(), Failure> {
-    let c = schedlab_real::check::check(rec, conv, &a.out.join("replay.toml"))?;
+/// `--check`: the replay (`out/replay.toml`) against the recording
+/// (`schedlab_real::check`), then the shadow.
+pub(crate) fn check(
+    out: &std::path::Path,
+    rec: &Recording,
+    conv: &Converted,
+) -> Result<(), Failure> {
+    let c = schedlab_real::check::check(rec, conv, &out.join("replay.toml"))?;
     say!(
-        "replayed on this machine under linux, {} seeds (medians): {} recorded pairs with a wake, {} threads",
+        "replayed on the recording's machine under linux, {} seeds (medians): {} recorded pairs with a wake, {} threads",
         schedlab_real::check::SEEDS,
         c.pairs,
         rec.threads.len()

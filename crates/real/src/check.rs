@@ -1,7 +1,8 @@
 //! `record --check`: a recording's replay held to the recording.
 //!
-//! Replayed on this machine (`--topology sysfs`) under `linux`, seeds 1
-//! to 5, against what was recorded, each with a tolerance fixed here
+//! Replayed on the machine it was recorded on (`record`: this one, as
+//! `--topology sysfs`; `import`: the trace's, or `--topology`) under
+//! `linux`, seeds 1 to 5, against what was recorded, each with a tolerance fixed here
 //! before the programs below were measured:
 //!
 //! | figure | recorded | replayed | within when |
@@ -62,10 +63,14 @@ pub struct Check {
 }
 
 /// The replay at `replay` (the `replay.toml` written from `rec` and
-/// `conv`) run on this machine under `linux`, seeds 1 to [`SEEDS`], held
+/// `conv`) run on the recording's machine under `linux`, seeds 1 to [`SEEDS`], held
 /// to the recording (module doc).
 pub fn check(rec: &Recording, conv: &Converted, replay: &Path) -> Result<Check, Error> {
-    let topo = schedlab_scenarios::topology("sysfs").map_err(|e| Error::Input(e.0))?;
+    let Some(topo) = rec.topology.clone() else {
+        return Err(Error::Input(
+            "--check: the machine's shape is not known: give its --topology".into(),
+        ));
+    };
     let params = schedlab_scenarios::Params::parse(&["policy=linux".to_string()])
         .map_err(|e| Error::Input(e.0))?;
     let mut s = schedlab_scenarios::file::load_on(replay, params, topo)

@@ -280,10 +280,9 @@ fn trace(rec: &Recording) -> Vec<u8> {
         processes.entry(t.tgid).or_insert_with(|| t.name.clone());
     }
     let who = k.who(processes);
-    let topo = schedlab_scenarios::topology("sysfs").ok();
     let o = Outcome {
         end_ns: rec.wall_ns,
-        topology: topo,
+        topology: rec.topology.clone(),
         ..Outcome::default()
     };
     let events: Vec<&schedlab_sim::Event> = k.events.iter().collect();
@@ -326,6 +325,7 @@ mod tests {
             raw_events: 0,
             lost_pages: 0,
             shadow: Default::default(),
+            topology: None,
         };
         let f = end_llcs_figures(&rec, &processes(&rec));
         let names: Vec<&str> = f.iter().map(|(n, _)| n.as_str()).collect();

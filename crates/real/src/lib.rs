@@ -289,7 +289,14 @@ fn kernel_record(
         .iter()
         .map(|r| (r.tid, (r.slot as u32, r.name.clone(), threads[&r.name].1)))
         .collect();
-    Ok(record::read(&raw, &c.formats, &ours, t0, lost))
+    Ok(record::read(
+        &raw,
+        &c.formats,
+        &ours,
+        t0,
+        lost,
+        Some(sys::gettid()),
+    ))
 }
 
 /// The kernel's capture when asked for and available; else why not.

@@ -27,6 +27,10 @@ use crate::tracefs::{Format, Raw};
 /// the event was recorded in interrupt context.
 pub(crate) const IRQ_FLAGS: i64 = 0x08 | 0x10;
 
+/// The reason of a logged `sched_migrate_task` (a placement the kernel
+/// made; the trace writer writes it back as that event).
+pub const MIGRATE: &str = schedlab_trace::KERNEL_MIGRATION;
+
 /// How `sched_switch`'s `prev_state` says the previous task left: 0 (`R`)
 /// preempted, `EXIT_DEAD` or `EXIT_ZOMBIE` exited, anything else blocked.
 pub(crate) fn prev_state(state: i64) -> PrevState {
@@ -103,15 +107,18 @@ impl KernelRecord {
 
 /// Reads the raw events: `ours` maps each of the run's thread ids to
 /// (slot, name, process id); `t0` is the run's start (`CLOCK_MONOTONIC`,
-/// the capture's clock), so event times are since the run began.
+/// the capture's clock), so event times are since the run began;
+/// `starter` is the thread whose wakes start the run's tasks, if one did.
 pub fn read(
     raw: &[Raw],
     formats: &BTreeMap<u16, Format>,
     ours: &BTreeMap<i32, (u32, String, i32)>,
     t0: u64,
     lost_pages: u64,
+    starter: Option<i32>,
 ) -> KernelRecord {
     let mut r = Reader::new(ours, lost_pages);
+    r.starter = starter;
     for e in raw {
         let Some(f) = formats.get(&e.id()) else {
             continue;
@@ -125,12 +132,7 @@ pub fn read(
                     r.runnable_at.entry(pid).or_insert(e.ts);
                 }
             }
-            "sched_migrate_task" => {
-                if let Some(n) = r.name_of(e.int(f, "pid") as i32) {
-                    r.count("kernel.migrations", 1);
-                    *r.rec.migrations.entry(n).or_default() += 1;
-                }
-            }
+            "sched_migrate_task" => r.migrate(e, f, at),
             "sched_switch" => r.switch(e, f, at),
             _ => {}
         }
@@ -151,6 +153,8 @@ struct Reader<'o> {
     runnable_at: BTreeMap<i32, u64>,
     /// Each thread's last name in a switch.
     comms: BTreeMap<i32, String>,
+    /// The thread whose wakes start the run's tasks.
+    starter: Option<i32>,
 }
 
 impl<'o> Reader<'o> {
@@ -187,6 +191,7 @@ impl<'o> Reader<'o> {
             waking_at: BTreeMap::new(),
             runnable_at: BTreeMap::new(),
             comms: BTreeMap::new(),
+            starter: None,
         }
     }
 
@@ -235,8 +240,8 @@ impl<'o> Reader<'o> {
         } else if let Some(n) = self.name_of(common_pid) {
             self.count("kernel.wakes.by_task", 1);
             n
-        } else if common_pid == crate::sys::gettid() {
-            // The parent's one wake per task (from this thread, which
+        } else if Some(common_pid) == self.starter {
+            // The parent's one wake per task (from the thread that
             // started the run): the start signal.
             self.count("kernel.wakes.start", 1);
             "the run's start".to_string()
@@ -267,6 +272,29 @@ impl<'o> Reader<'o> {
                 waker,
                 target: CpuId::new(e.int(f, "target_cpu").max(0) as usize),
                 parked: true,
+            },
+        });
+    }
+
+    /// A `sched_migrate_task` of one of the run's threads: counted, and
+    /// logged as a placement whose reason is the event's name.
+    fn migrate(&mut self, e: &Raw, f: &Format, at: u64) {
+        let pid = e.int(f, "pid") as i32;
+        let Some(n) = self.name_of(pid) else {
+            return;
+        };
+        self.count("kernel.migrations", 1);
+        *self.rec.migrations.entry(n.clone()).or_default() += 1;
+        let task = self.id_of(pid, &n).expect("a real pid");
+        let cpu = |name| CpuId::new(e.int(f, name).max(0) as usize);
+        self.rec.events.push(Event {
+            at,
+            kind: EventKind::Place {
+                cpu: CpuId::new(e.cpu),
+                task,
+                from: cpu("orig_cpu"),
+                to: cpu("dest_cpu"),
+                reason: MIGRATE,
             },
         });
     }

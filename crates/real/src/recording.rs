@@ -122,6 +122,8 @@ pub struct Recording {
     pub lost_pages: u64,
     /// The kernel's decisions made again by the model's fair class.
     pub shadow: shadow::Report,
+    /// The shape of the machine it was recorded on, when known.
+    pub topology: Option<schedlab_topology::Topology>,
 }
 
 /// The CPUs this machine has online (their count: the highest + 1).
@@ -171,7 +173,7 @@ pub fn record(cmd: &[String], o: &Options) -> Result<Recording, Error> {
 }
 
 /// Reads the capture and makes the recording of `initial` threads (tid,
-/// tgid, comm) and every task they started.
+/// tgid, comm) and every task they started, on this machine.
 fn finish(
     cap: &Capture,
     initial: &[(i32, i32, String)],
@@ -183,12 +185,78 @@ fn finish(
     let (raw, lost_pages) = cap
         .read()
         .map_err(|e| Error::Fault(format!("record: reading the record: {e}")))?;
-    let (threads, life_raw) = threads_of(&raw, cap, initial);
+    let events = Events {
+        raw: &raw,
+        formats: &cap.formats,
+        lost_pages,
+        starter: Some(sys::gettid()),
+    };
+    let span = Span {
+        t0,
+        wall_ns,
+        status,
+        cut,
+    };
+    Ok(assemble(&events, &Machine::this(), initial, &span))
+}
+
+/// A record's events, wherever they were read.
+pub struct Events<'a> {
+    pub raw: &'a [crate::tracefs::Raw],
+    pub formats: &'a BTreeMap<u16, crate::tracefs::Format>,
+    /// Pages that said events were lost before them.
+    pub lost_pages: u64,
+    /// The thread that posted the start wakes (this process's, for a
+    /// command it ran; none for a trace read from a file).
+    pub starter: Option<i32>,
+}
+
+/// The machine a record was taken on.
+pub struct Machine {
+    pub ncpus: usize,
+    /// The kernel's tick.
+    pub hz: u32,
+    /// Its shape, when known (placement and balance are compared on it).
+    pub topology: Option<schedlab_topology::Topology>,
+}
+
+impl Machine {
+    /// This machine: its online CPUs, its kernel's tick where it can be
+    /// read (as `--topology sysfs` reads it; else the default), its shape.
+    pub fn this() -> Machine {
+        Machine {
+            ncpus: ncpus(),
+            hz: schedlab_topology::read::kernel_hz(std::path::Path::new("/"))
+                .map_or(schedlab_topology::DEFAULT_HZ, |(hz, _)| hz),
+            topology: schedlab_topology::read::from_sysfs(std::path::Path::new("/")).ok(),
+        }
+    }
+}
+
+/// When a recording began (the events' clock), how long it ran, how the
+/// command ended and whether it was cut short.
+pub struct Span {
+    pub t0: u64,
+    pub wall_ns: u64,
+    pub status: i32,
+    pub cut: bool,
+}
+
+/// The recording of `initial` threads (tid, tgid, comm) and every task
+/// they started, from `ev`, taken on `m`.
+pub fn assemble(
+    ev: &Events,
+    m: &Machine,
+    initial: &[(i32, i32, String)],
+    span: &Span,
+) -> Recording {
+    let (threads, life_raw) = threads_of(ev.raw, ev.formats, initial);
     let ours: BTreeMap<i32, (u32, String, i32)> = threads
         .iter()
         .map(|(id, t)| (t.tid, (id.0, t.name.clone(), t.tgid)))
         .collect();
-    let rec = record::read(&raw, &cap.formats, &ours, t0, lost_pages);
+    let t0 = span.t0;
+    let rec = record::read(ev.raw, ev.formats, &ours, t0, ev.lost_pages, ev.starter);
     let by_tid: BTreeMap<i32, TaskId> = threads.iter().map(|(id, t)| (t.tid, *id)).collect();
     let life = Life {
         forks: life_raw
@@ -205,21 +273,16 @@ fn finish(
             .collect(),
     };
     let tids: std::collections::BTreeSet<i32> = threads.values().map(|t| t.tid).collect();
-    // The kernel's own tick, where it can be read (as `--topology sysfs`
-    // reads it); else the default.
-    let hz = schedlab_topology::read::kernel_hz(std::path::Path::new("/"))
-        .map_or(schedlab_topology::DEFAULT_HZ, |(hz, _)| hz);
-    let tick_ns = 1_000_000_000 / u64::from(hz);
-    let evs = shadow::events(&raw, &cap.formats);
+    let tick_ns = 1_000_000_000 / u64::from(m.hz.max(1));
+    let evs = shadow::events(ev.raw, ev.formats);
     let ours = |tid| tids.contains(&tid);
-    let mut shadow = shadow::Report::of(&evs, &ours, ncpus(), tick_ns);
-    // Placement needs the machine's shape: this one's, as `--topology
-    // sysfs` reads it (none: not compared).
-    if let Ok(topo) = schedlab_topology::read::from_sysfs(std::path::Path::new("/")) {
-        let mut cfg = schedlab_sim::sched::fair::FairConfig::for_cpus(ncpus()).with_hz(hz);
+    let mut shadow = shadow::Report::of(&evs, &ours, m.ncpus, tick_ns);
+    // Placement needs the machine's shape (none: not compared).
+    if let Some(topo) = &m.topology {
+        let mut cfg = schedlab_sim::sched::fair::FairConfig::for_cpus(m.ncpus).with_hz(m.hz);
         cfg.features = schedlab_sim::sched::fair::FeatureSet::LINUX;
         let on_queue = shadow::on_queue_at_wakes(&evs, &ours, cfg);
-        let (placement, balance) = shadow::balance::compare(&evs, &ours, &topo, &on_queue);
+        let (placement, balance) = shadow::balance::compare(&evs, &ours, topo, &on_queue);
         shadow.placement = Some(placement);
         shadow.balance = Some(balance);
     }
@@ -227,18 +290,19 @@ fn finish(
     for t in rec.threads.values().filter(|t| !t.ours) {
         *outside.entry(t.name.clone()).or_default() += 1;
     }
-    Ok(Recording {
-        status,
-        wall_ns,
-        cut,
+    Recording {
+        status: span.status,
+        wall_ns: span.wall_ns,
+        cut: span.cut,
         threads,
         record: rec,
         life,
         outside,
-        raw_events: raw.len(),
-        lost_pages,
+        raw_events: ev.raw.len(),
+        lost_pages: ev.lost_pages,
         shadow,
-    })
+        topology: m.topology.clone(),
+    }
 }
 
 /// Waits for the command, or kills its group at the duration, at
@@ -288,64 +352,96 @@ struct RawLife {
     exits: Vec<(u64, i32)>,
 }
 
+/// The threads followed so far: in the order they started, their
+/// processes and names, and their forks and exits.
+struct Tree {
+    order: Vec<i32>,
+    tgid: BTreeMap<i32, i32>,
+    comm: BTreeMap<i32, String>,
+    life: RawLife,
+}
+
+impl Tree {
+    /// `parent` started `pid` at `ts` (a thread of its process when
+    /// `thread`): followed when the parent is and the child is new.
+    fn start(&mut self, ts: u64, parent: i32, pid: i32, thread: bool, comm: String) {
+        let Some(&ptg) = self.tgid.get(&parent) else {
+            return;
+        };
+        if self.tgid.contains_key(&pid) {
+            return;
+        }
+        self.tgid.insert(pid, if thread { ptg } else { pid });
+        self.comm.insert(pid, comm);
+        self.order.push(pid);
+        self.life.forks.push((ts, parent, pid));
+    }
+}
+
 /// The recorded threads: the `initial` ones (tid, tgid, comm) and every
 /// task one of them started, in the order they were started, with their
 /// processes and last names.
 fn threads_of(
     raw: &[crate::tracefs::Raw],
-    cap: &Capture,
+    formats: &BTreeMap<u16, crate::tracefs::Format>,
     initial: &[(i32, i32, String)],
 ) -> (BTreeMap<TaskId, RecThread>, RawLife) {
-    let mut order: Vec<i32> = initial.iter().map(|(t, _, _)| *t).collect();
-    let mut tgid: BTreeMap<i32, i32> = initial.iter().map(|(t, g, _)| (*t, *g)).collect();
-    let mut comm: BTreeMap<i32, String> = initial.iter().map(|(t, _, c)| (*t, c.clone())).collect();
-    let mut life = RawLife::default();
+    let mut t = Tree {
+        order: initial.iter().map(|(t, _, _)| *t).collect(),
+        tgid: initial.iter().map(|(t, g, _)| (*t, *g)).collect(),
+        comm: initial.iter().map(|(t, _, c)| (*t, c.clone())).collect(),
+        life: RawLife::default(),
+    };
     // Per CPU in order, so all of one CPU's before the next: sorted by
     // time first (a child's first events may be on another CPU than its
     // parent's clone).
     let mut evs: Vec<&crate::tracefs::Raw> = raw.iter().collect();
     evs.sort_by_key(|e| e.ts);
     for e in evs {
-        let Some(f) = cap.formats.get(&e.id()) else {
+        let Some(f) = formats.get(&e.id()) else {
             continue;
         };
         match f.name.as_str() {
             "task_newtask" => {
                 let parent = e.int(f, "common_pid") as i32;
-                let pid = e.int(f, "pid") as i32;
-                let Some(&ptg) = tgid.get(&parent) else {
-                    continue;
-                };
-                if tgid.contains_key(&pid) {
-                    continue;
-                }
-                let tg = if e.int(f, "clone_flags") & CLONE_THREAD != 0 {
-                    ptg
-                } else {
-                    pid
-                };
-                tgid.insert(pid, tg);
-                comm.insert(pid, e.str(f, "comm"));
-                order.push(pid);
-                life.forks.push((e.ts, parent, pid));
+                let thread = e.int(f, "clone_flags") & CLONE_THREAD != 0;
+                t.start(
+                    e.ts,
+                    parent,
+                    e.int(f, "pid") as i32,
+                    thread,
+                    e.str(f, "comm"),
+                );
+            }
+            // A fork without its task_newtask (perf sched record has none):
+            // the child's process is unknown, taken as its own.
+            "sched_process_fork" => {
+                let (parent, pid) = (e.int(f, "parent_pid") as i32, e.int(f, "child_pid") as i32);
+                t.start(e.ts, parent, pid, false, e.str(f, "child_comm"));
             }
             "sched_process_exit" => {
                 let pid = e.int(f, "pid") as i32;
-                if tgid.contains_key(&pid) {
-                    life.exits.push((e.ts, pid));
+                if t.tgid.contains_key(&pid) {
+                    t.life.exits.push((e.ts, pid));
                 }
             }
             "sched_switch" => {
                 for (p, c) in [("prev_pid", "prev_comm"), ("next_pid", "next_comm")] {
                     let pid = e.int(f, p) as i32;
-                    if tgid.contains_key(&pid) {
-                        comm.insert(pid, e.str(f, c));
+                    if t.tgid.contains_key(&pid) {
+                        t.comm.insert(pid, e.str(f, c));
                     }
                 }
             }
             _ => {}
         }
     }
+    let Tree {
+        order,
+        tgid,
+        comm,
+        life,
+    } = t;
     let threads = order
         .iter()
         .enumerate()

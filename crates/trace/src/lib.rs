@@ -36,10 +36,14 @@ pub mod perfetto;
 
 use perfetto::{
     CounterDescriptor, Data, DebugAnnotation, Ftrace, FtraceEvent, FtraceEventBundle,
-    IpiRaiseFtraceEvent, Process, ProcessDescriptor, ProcessTree, SchedSwitchFtraceEvent,
-    SchedWakingFtraceEvent, Thread, ThreadDescriptor, Trace, TracePacket, TrackDescriptor,
-    TrackEvent, Type, SEQ_INCREMENTAL_STATE_CLEARED,
+    IpiRaiseFtraceEvent, Process, ProcessDescriptor, ProcessTree, SchedMigrateTaskFtraceEvent,
+    SchedSwitchFtraceEvent, SchedWakingFtraceEvent, Thread, ThreadDescriptor, Trace, TracePacket,
+    TrackDescriptor, TrackEvent, Type, SEQ_INCREMENTAL_STATE_CLEARED,
 };
+
+/// The reason of a placement that is the kernel's own migration (a
+/// `sched_migrate_task` in a kernel record): written as that event.
+pub const KERNEL_MIGRATION: &str = "sched_migrate_task";
 
 /// The pid the trace gives the process the tasks belong to.
 pub const PROCESS_PID: i32 = 1_000_000;
@@ -282,12 +286,14 @@ fn ftrace(who: &Who, events: &[&Event], trace: &mut Trace) {
             timestamp: Some(e.at),
             pid,
             event: Some(ev),
+            common_flags: None,
         });
     }
     for (cpu, evs) in per_cpu {
         let b = FtraceEventBundle {
             cpu: Some(cpu as u32),
             event: evs,
+            ..FtraceEventBundle::default()
         };
         trace.packet.push(TracePacket {
             data: Some(Data::FtraceEvents(b)),
@@ -357,6 +363,22 @@ fn ftrace_event(who: &Who, e: &Event) -> Option<(usize, Option<u32>, Ftrace)> {
                 Some(pid(*waker) as u32),
                 Ftrace::SchedWaking(w),
             )
+        }
+        EventKind::Place {
+            cpu,
+            task,
+            from,
+            to,
+            reason: KERNEL_MIGRATION,
+        } => {
+            let m = SchedMigrateTaskFtraceEvent {
+                comm: Some(comm(Some(*task))),
+                pid: Some(pid(Some(*task))),
+                prio: Some(PRIO),
+                orig_cpu: Some(from.index() as i32),
+                dest_cpu: Some(to.index() as i32),
+            };
+            (cpu.index(), None, Ftrace::SchedMigrateTask(m))
         }
         _ => return None,
     };

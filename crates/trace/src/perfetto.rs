@@ -30,7 +30,7 @@ pub struct Trace {
 /// `perfetto.protos.TracePacket`.
 #[derive(Clone, PartialEq, Message)]
 pub struct TracePacket {
-    #[prost(oneof = "Data", tags = "1, 2, 11, 60")]
+    #[prost(oneof = "Data", tags = "1, 2, 11, 60, 67")]
     pub data: Option<Data>,
     #[prost(uint64, optional, tag = "8")]
     pub timestamp: Option<u64>,
@@ -54,6 +54,23 @@ pub enum Data {
     TrackEvent(TrackEvent),
     #[prost(message, tag = "60")]
     TrackDescriptor(TrackDescriptor),
+    /// Read, never written.
+    #[prost(message, tag = "67")]
+    CpuInfo(CpuInfo),
+}
+
+/// `perfetto.protos.CpuInfo`: the machine's CPUs (read, never written).
+#[derive(Clone, PartialEq, Message)]
+pub struct CpuInfo {
+    #[prost(message, repeated, tag = "1")]
+    pub cpus: Vec<CpuInfoCpu>,
+}
+
+/// `CpuInfo.Cpu`.
+#[derive(Clone, PartialEq, Message)]
+pub struct CpuInfoCpu {
+    #[prost(string, optional, tag = "1")]
+    pub processor: Option<String>,
 }
 
 /// `perfetto.protos.FtraceEventBundle`.
@@ -63,6 +80,45 @@ pub struct FtraceEventBundle {
     pub cpu: Option<u32>,
     #[prost(message, repeated, tag = "2")]
     pub event: Vec<FtraceEvent>,
+    /// The kernel lost events before this bundle (read, never written).
+    #[prost(bool, optional, tag = "3")]
+    pub lost_events: Option<bool>,
+    /// The compact encoding of switches and wakings (read, never written).
+    #[prost(message, optional, tag = "4")]
+    pub compact_sched: Option<CompactSched>,
+}
+
+/// `FtraceEventBundle.CompactSched`: `sched_switch` and `sched_waking` as
+/// columns, timestamps delta-encoded from 0 within the bundle, command
+/// names interned; a switch's previous task is the CPU's last next task,
+/// a waking's waker the CPU's current task (Perfetto's
+/// `ftrace_tokenizer.cc`, `TokenizeFtraceCompactSched*`).
+#[derive(Clone, PartialEq, Message)]
+pub struct CompactSched {
+    #[prost(string, repeated, tag = "5")]
+    pub intern_table: Vec<String>,
+    #[prost(uint64, repeated, packed = "true", tag = "1")]
+    pub switch_timestamp: Vec<u64>,
+    #[prost(int64, repeated, packed = "true", tag = "2")]
+    pub switch_prev_state: Vec<i64>,
+    #[prost(int32, repeated, packed = "true", tag = "3")]
+    pub switch_next_pid: Vec<i32>,
+    #[prost(int32, repeated, packed = "true", tag = "4")]
+    pub switch_next_prio: Vec<i32>,
+    #[prost(uint32, repeated, packed = "true", tag = "6")]
+    pub switch_next_comm_index: Vec<u32>,
+    #[prost(uint64, repeated, packed = "true", tag = "7")]
+    pub waking_timestamp: Vec<u64>,
+    #[prost(int32, repeated, packed = "true", tag = "8")]
+    pub waking_pid: Vec<i32>,
+    #[prost(int32, repeated, packed = "true", tag = "9")]
+    pub waking_target_cpu: Vec<i32>,
+    #[prost(int32, repeated, packed = "true", tag = "10")]
+    pub waking_prio: Vec<i32>,
+    #[prost(uint32, repeated, packed = "true", tag = "11")]
+    pub waking_comm_index: Vec<u32>,
+    #[prost(uint32, repeated, packed = "true", tag = "12")]
+    pub waking_common_flags: Vec<u32>,
 }
 
 /// `perfetto.protos.FtraceEvent`.
@@ -72,8 +128,11 @@ pub struct FtraceEvent {
     pub timestamp: Option<u64>,
     #[prost(uint32, optional, tag = "2")]
     pub pid: Option<u32>,
-    #[prost(oneof = "Ftrace", tags = "4, 20, 23")]
+    #[prost(oneof = "Ftrace", tags = "4, 17, 20, 23, 114, 235, 238, 240, 491")]
     pub event: Option<Ftrace>,
+    /// Read, never written.
+    #[prost(uint32, optional, tag = "5")]
+    pub common_flags: Option<u32>,
 }
 
 /// `FtraceEvent`'s `oneof event` (the kinds we write).
@@ -85,6 +144,55 @@ pub enum Ftrace {
     SchedWaking(SchedWakingFtraceEvent),
     #[prost(message, tag = "23")]
     IpiRaise(IpiRaiseFtraceEvent),
+    // Read, never written: the rest of a scheduler trace.
+    #[prost(message, tag = "17")]
+    SchedWakeup(SchedWakingFtraceEvent),
+    #[prost(message, tag = "114")]
+    SchedWakeupNew(SchedWakingFtraceEvent),
+    #[prost(message, tag = "235")]
+    TaskNewtask(TaskNewtaskFtraceEvent),
+    #[prost(message, tag = "238")]
+    SchedProcessExit(SchedProcessExitFtraceEvent),
+    #[prost(message, tag = "240")]
+    SchedProcessFree(SchedProcessExitFtraceEvent),
+    #[prost(message, tag = "491")]
+    SchedMigrateTask(SchedMigrateTaskFtraceEvent),
+}
+
+/// `perfetto.protos.TaskNewtaskFtraceEvent`.
+#[derive(Clone, PartialEq, Message)]
+pub struct TaskNewtaskFtraceEvent {
+    #[prost(int32, optional, tag = "1")]
+    pub pid: Option<i32>,
+    #[prost(string, optional, tag = "2")]
+    pub comm: Option<String>,
+    #[prost(uint64, optional, tag = "3")]
+    pub clone_flags: Option<u64>,
+}
+
+/// `perfetto.protos.SchedProcessExitFtraceEvent` (and `...Free`'s first
+/// two fields, the same).
+#[derive(Clone, PartialEq, Message)]
+pub struct SchedProcessExitFtraceEvent {
+    #[prost(string, optional, tag = "1")]
+    pub comm: Option<String>,
+    #[prost(int32, optional, tag = "2")]
+    pub pid: Option<i32>,
+}
+
+/// `perfetto.protos.SchedMigrateTaskFtraceEvent`.
+#[derive(Clone, PartialEq, Message)]
+pub struct SchedMigrateTaskFtraceEvent {
+    #[prost(string, optional, tag = "1")]
+    pub comm: Option<String>,
+    #[prost(int32, optional, tag = "2")]
+    pub pid: Option<i32>,
+    #[prost(int32, optional, tag = "3")]
+    pub prio: Option<i32>,
+    #[prost(int32, optional, tag = "4")]
+    pub orig_cpu: Option<i32>,
+    #[prost(int32, optional, tag = "5")]
+    pub dest_cpu: Option<i32>,
 }
 
 /// `perfetto.protos.SchedSwitchFtraceEvent`.
