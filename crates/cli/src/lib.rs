@@ -63,6 +63,7 @@ pub(crate) fn emit(text: &str, newline: bool) {
 
 mod calibrate;
 mod features;
+mod import;
 mod plot;
 mod pool;
 mod print;
@@ -117,6 +118,9 @@ enum Command {
     /// Record a command's real schedule; write it as a trace, a summary and
     /// a scenario that replays it (root).
     Record(record::RecordArgs),
+    /// Make a trace you already have (trace-cmd's trace.dat, perf.data,
+    /// Perfetto) into record's files: a trace, a summary, a replay.
+    Import(import::ImportArgs),
     /// List the placement policies this binary knows.
     Policies,
     /// List the fair class's features by Linux's names, with each kernel
@@ -184,6 +188,7 @@ pub fn main_with(registry: Registry) -> ExitCode {
         Command::Calibrate(args) => calibrate::run(&args, r),
         Command::Validate(args) => validate::run(&args, r),
         Command::Record(args) => record::run(&args),
+        Command::Import(args) => import::run(&args),
         Command::Features(args) => features::run(&args),
         Command::Policies => {
             for (name, about) in r.families() {

@@ -67,6 +67,9 @@
 //! `docs/RECORD.md`). [`shadow`] holds the model's fair class to the
 //! kernel's decisions: from the kernel's own record, the pick and the
 //! wake-up preemption the model would have made at each of the kernel's.
+//! [`import`] reads a trace someone already has (trace-cmd's `trace.dat`,
+//! `perf.data`, Perfetto) into the same recording, on the machine it came
+//! from (`schedlab import`): no root, no capture.
 //!
 //! ## What a real run cannot have
 //!
@@ -102,6 +105,7 @@ pub mod bare;
 pub mod check;
 pub mod exec;
 pub mod files;
+pub mod import;
 pub mod machine;
 pub mod objects;
 pub mod record;

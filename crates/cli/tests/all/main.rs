@@ -4,6 +4,7 @@
 //! them). Run one module with `cargo test -p PACKAGE --test all MODULE::`.
 
 mod common;
+mod import;
 mod real;
 mod record;
 mod rtapp_client;

@@ -3,5 +3,6 @@
 //! 37 binaries, most of a fresh `cargo test --workspace` spent linking
 //! them). Run one module with `cargo test -p PACKAGE --test all MODULE::`.
 
+mod import;
 mod real;
 mod shadow;
