@@ -62,6 +62,9 @@ declare -A what=(
   [real-lost-unnamed]="real runs: a stall report never names the signal or futex wake that was lost"
   [record-uncut]="real runs: the kernel's record keeps the exits after the run's end, whose wakes of finished threads name a waker outside the run"
   [fit-endpoints-only]="calibrate: a fit looks only at its range's two ends, so a response that falls again is out of reach"
+  [import-compact-no-waker]="import: a compact-sched waking's waker is not inferred from its CPU's running task, so every compact wake reads as an interrupt's"
+  [import-pid-reuse-merged]="import: a pid given again after its thread exited stays the old thread, two threads read as one"
+  [import-v7-chunks-raw]="import: a trace.dat v7 buffer compressed in chunks is read as if it were not"
 )
 if [ $# -gt 0 ]; then
   muts=("$@")
@@ -89,9 +92,10 @@ for m in "${muts[@]}"; do
   # Release: the mask mutant trips debug asserts at once; we want the tests'
   # own assertions to be what goes red.
   cargo test -p schedlab-sched -p schedlab-sim -p schedlab-scenarios -p schedlab --release --no-fail-fast >"$log" 2>&1
-  # The real executor's tests that need no root: its unit tests and the
-  # shadow's (the kernel's own tests run as root in CI, not here).
-  cargo test -p schedlab-real --release --no-fail-fast --lib --test all shadow:: >>"$log" 2>&1
+  # The real executor's tests that need no root: its unit tests, the
+  # shadow's and import's (the kernel's own tests run as root in CI, not
+  # here).
+  cargo test -p schedlab-real --release --no-fail-fast --lib --test all -- shadow:: import:: >>"$log" 2>&1
   restore
   red=$(grep -E '^test .* FAILED$' "$log" | sed -E 's/^test (.*) \.\.\. FAILED$/\1/' | sort -u | tr '\n' ' ')
   if grep -qE '^error: could not compile' "$log"; then
