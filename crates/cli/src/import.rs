@@ -18,8 +18,6 @@ use std::path::PathBuf;
 use clap::Args;
 use schedlab_real::import::{self, Select};
 use schedlab_real::recording::Machine;
-use schedlab_real::replay;
-use schedlab_sim::sched::TaskId;
 
 use crate::record::EdgesArg;
 use crate::Failure;
@@ -98,18 +96,7 @@ pub fn run(a: &ImportArgs) -> Result<(), Failure> {
     let m = machine(a, trace.ncpus)?;
     let (kind, nraw) = (trace.kind.clone(), trace.raw.len());
     let (rec, notes) = import::recording(trace, &sel, &m)?;
-    let names = rec
-        .threads
-        .iter()
-        .map(|(id, t)| (*id, t.name.clone()))
-        .collect::<std::collections::BTreeMap<TaskId, String>>();
-    let conv = replay::convert(
-        &rec.record.events,
-        &rec.life,
-        &names,
-        rec.wall_ns,
-        a.edges.into(),
-    );
+    let conv = rec.convert(a.edges.into());
     let what = format!("{} ({kind})", a.file.display());
     schedlab_real::files::files(&rec, &conv, &what, &[])?.write(&a.out)?;
     say!(

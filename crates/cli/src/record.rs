@@ -33,14 +33,12 @@
 //! then the shadow of the recording alone (`schedlab_real::shadow`): the
 //! kernel's picks decided again by the model's fair class.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
 use schedlab_real::recording::{self, Recording};
 use schedlab_real::replay::{self, Converted};
 use schedlab_real::shadow;
-use schedlab_sim::sched::TaskId;
 
 use crate::Failure;
 
@@ -117,18 +115,7 @@ pub fn run(a: &RecordArgs) -> Result<(), Failure> {
         Some(pid) => recording::attach(pid, opts.duration_ns.unwrap_or(0), &opts),
         None => recording::record(&a.cmd, &opts),
     }?;
-    let names: BTreeMap<TaskId, String> = rec
-        .threads
-        .iter()
-        .map(|(id, t)| (*id, t.name.clone()))
-        .collect();
-    let conv = replay::convert(
-        &rec.record.events,
-        &rec.life,
-        &names,
-        rec.wall_ns,
-        a.edges.into(),
-    );
+    let conv = rec.convert(a.edges.into());
     schedlab_real::files::files(&rec, &conv, &what(a), &a.cmd)?.write(&a.out)?;
     let edges: u64 = conv.edges.values().sum();
     say!(

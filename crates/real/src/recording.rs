@@ -126,6 +126,19 @@ pub struct Recording {
     pub topology: Option<schedlab_topology::Topology>,
 }
 
+impl Recording {
+    /// Its threads' programs rebuilt from the record, each wake edge
+    /// through the pipe `edges` says ([`crate::replay::convert`]).
+    pub fn convert(&self, edges: crate::replay::Edges) -> crate::replay::Converted {
+        let names: BTreeMap<TaskId, String> = self
+            .threads
+            .iter()
+            .map(|(id, t)| (*id, t.name.clone()))
+            .collect();
+        crate::replay::convert(&self.record.events, &self.life, &names, self.wall_ns, edges)
+    }
+}
+
 /// The CPUs this machine has online (their count: the highest + 1).
 fn ncpus() -> usize {
     std::fs::read_to_string("/sys/devices/system/cpu/online")

@@ -39,3 +39,29 @@ pub fn scratch_file(name: &str, text: &str) -> Scratch {
     let path = p.to_string_lossy().into_owned();
     Scratch { _dir: dir, path }
 }
+
+/// The first tracefs mount this machine has (where instances show).
+#[allow(dead_code)]
+pub fn tracefs_root() -> std::path::PathBuf {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").expect("/proc/self/mounts");
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"tracefs")).then(|| std::path::PathBuf::from(f[1]))
+        })
+        .unwrap_or_else(|| "/sys/kernel/tracing".into())
+}
+
+/// This process runs as root (its effective uid is 0).
+#[allow(dead_code)]
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}

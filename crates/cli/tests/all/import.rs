@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{schedlab, scratch_file};
+use crate::common::{is_root, schedlab, scratch_file, tracefs_root};
 use serde_json::Value;
 
 /// The fixture `name` of crates/real (gzipped), unpacked into `dir`.
@@ -122,11 +122,7 @@ fn a_topology_without_the_trace_s_cpus_is_refused() {
 
 /// The top-level tracefs settings trace-cmd touches, to put back after it.
 fn tracefs_settings() -> Vec<(PathBuf, String)> {
-    let root = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.join("trace").exists())
-        .expect("tracefs mounted");
+    let root = tracefs_root();
     [
         "tracing_on",
         "buffer_size_kb",
@@ -268,15 +264,4 @@ fn trace_cmd_s_record_of_a_run_imports_to_record_s_own_counts() {
             "{key}: record {a}, the import of trace-cmd's file {b} (at most the start's two more)"
         );
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }

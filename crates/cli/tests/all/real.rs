@@ -3,7 +3,7 @@
 //! with the kernel's thread ids in it. Semantics only, never timings.
 //! CI runs as root, so the kernel's record is there.
 
-use crate::common::{schedlab, scratch_file, Scratch};
+use crate::common::{is_root, schedlab, scratch_file, Scratch};
 use schedlab_trace::perfetto::{Data, Ftrace};
 use serde_json::Value;
 
@@ -12,17 +12,6 @@ fn json(args: &[&str]) -> Value {
     let (code, out, err) = schedlab(args);
     assert_eq!(code, 0, "{args:?}: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: JSON: {e}: {out}"))
-}
-
-fn root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 #[test]
@@ -47,7 +36,7 @@ fn a_real_reqrep_prints_real_figures_and_names_every_waker() {
         "says what it cannot measure: {}",
         v["not_measured"]
     );
-    if root() {
+    if is_root() {
         let by = &run["kernel"]["wakes_by"];
         assert!(
             by["server"]["client"].as_u64() > Some(0) && by["client"]["server"].as_u64() > Some(0),
@@ -88,7 +77,7 @@ fn a_real_deadlock_exits_3_naming_who_waits_on_what() {
 
 #[test]
 fn a_real_trace_decodes_with_the_kernels_thread_ids() {
-    if !root() {
+    if !is_root() {
         let (code, _, err) = schedlab(&["trace", "reqrep", "--real", "--param", "rounds=20"]);
         assert_eq!(code, 2, "a real trace needs root: {err}");
         return;

@@ -7,7 +7,7 @@
 //! A failing command's exit code is passed on, its files still written.
 //! Semantics only, never timings.
 
-use crate::common::schedlab;
+use crate::common::{schedlab, tracefs_root};
 use serde_json::Value;
 
 fn dir(name: &str) -> std::path::PathBuf {
@@ -269,18 +269,6 @@ fn a_running_process_is_recorded_for_its_duration_and_left_running() {
     let (code, _, err) = schedlab(&["record", "--pid", "999999999", "--duration", "0.1"]);
     assert_eq!(code, 2, "no such process: {err}");
     std::fs::remove_dir_all(&d).unwrap();
-}
-
-/// The first tracefs mount this machine has (where instances show).
-fn tracefs_root() -> std::path::PathBuf {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").expect("/proc/self/mounts");
-    mounts
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(2) == Some(&"tracefs")).then(|| std::path::PathBuf::from(f[1]))
-        })
-        .unwrap_or_else(|| "/sys/kernel/tracing".into())
 }
 
 /// `pid`'s instances under `root`.

@@ -93,16 +93,7 @@ pub fn read_bytes(bytes: &[u8], file: &str) -> Result<Trace, String> {
 
 fn read_any(bytes: &[u8], file: &str) -> Result<Trace, String> {
     if bytes.starts_with(tracedat::MAGIC) {
-        let t = tracedat::read(bytes, file)?;
-        return Ok(Trace {
-            kind: format!("trace-cmd trace.dat v{}", t.version),
-            raw: t.raw,
-            formats: t.formats,
-            lost_pages: t.lost_pages,
-            ncpus: t.ncpus,
-            tgids: BTreeMap::new(),
-            notes: t.notes,
-        });
+        return tracedat::read(bytes, file);
     }
     if bytes.starts_with(perfdata::MAGIC) {
         return perfdata::read(bytes, file);
@@ -110,17 +101,8 @@ fn read_any(bytes: &[u8], file: &str) -> Result<Trace, String> {
     if bytes.is_empty() {
         return Err(format!("{file}: an empty file"));
     }
-    let p = pftrace::read(bytes, file).map_err(|e| {
+    pftrace::read(bytes, file).map_err(|e| {
         format!("{e}; not trace-cmd's trace.dat nor perf.data either (their first bytes are \"\\x17\\x08Dtracing\" and \"PERFILE2\")")
-    })?;
-    Ok(Trace {
-        kind: "Perfetto".into(),
-        raw: p.raw,
-        formats: p.formats,
-        lost_pages: p.lost_pages,
-        ncpus: p.ncpus,
-        tgids: p.tgids,
-        notes: p.notes,
     })
 }
 

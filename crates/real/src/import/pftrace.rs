@@ -30,6 +30,7 @@ use std::path::Path;
 use prost::Message;
 use schedlab_trace::perfetto::{self as pf, Data, Ftrace};
 
+use super::Trace;
 use crate::tracefs::{self, Format, Raw};
 
 /// Linux 6.18's formats of the events read, as tracefs prints them.
@@ -94,18 +95,6 @@ pub fn formats() -> BTreeMap<u16, Format> {
             (id, f)
         })
         .collect()
-}
-
-/// What a Perfetto trace holds.
-pub struct Pftrace {
-    pub raw: Vec<Raw>,
-    pub formats: BTreeMap<u16, Format>,
-    pub lost_pages: u64,
-    /// CPUs: `cpu_info`'s count, else one past the highest seen.
-    pub ncpus: usize,
-    /// Threads' processes, from `process_tree`: tid to tgid.
-    pub tgids: BTreeMap<i32, i32>,
-    pub notes: Vec<String>,
 }
 
 /// A record being laid out in its event's format.
@@ -318,7 +307,7 @@ impl Reader {
 }
 
 /// Reads `bytes`, a Perfetto trace named `file`.
-pub fn read(bytes: &[u8], file: &str) -> Result<Pftrace, String> {
+pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
     let trace = pf::Trace::decode(bytes)
         .map_err(|e| format!("{file}: not a Perfetto trace (protobuf: {e})"))?;
     let formats = formats();
@@ -382,7 +371,8 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Pftrace, String> {
     }
     let mut raw = r.raw;
     raw.sort_by_key(|e| (e.ts, e.cpu));
-    Ok(Pftrace {
+    Ok(Trace {
+        kind: "Perfetto".into(),
         raw,
         formats: r.formats,
         lost_pages,

@@ -26,7 +26,8 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use crate::tracefs::{self, EventHeader, Format, PageHeader, Raw};
+use super::Trace;
+use crate::tracefs::{self, EventHeader, Format, PageHeader};
 
 /// The file's first ten bytes.
 pub const MAGIC: &[u8] = b"\x17\x08\x44tracing";
@@ -34,22 +35,6 @@ pub const MAGIC: &[u8] = b"\x17\x08\x44tracing";
 /// The most CPUs a trace may name (the topology's limit: a corrupt count
 /// is refused, not allocated for).
 const MAX_CPUS: usize = schedlab_topology::MAX_CPUS;
-
-/// What the file holds: the events of its buffer and their layouts.
-pub struct TraceDat {
-    pub version: u32,
-    pub formats: BTreeMap<u16, Format>,
-    /// Events of the buffer read, per CPU in order, sorted by time.
-    pub raw: Vec<Raw>,
-    /// Pages that said events were lost before them.
-    pub lost_pages: u64,
-    /// CPUs of the tracing host (`CPUCOUNT`, else the header's count).
-    pub ncpus: usize,
-    /// `saved_cmdlines`: pid to command name.
-    pub cmdlines: BTreeMap<i32, String>,
-    /// What was read and what was not, in words.
-    pub notes: Vec<String>,
-}
 
 /// A position in the file, for errors that say where.
 struct Cursor<'b> {
@@ -134,7 +119,6 @@ struct Headers {
     page: Option<PageHeader>,
     event: Option<EventHeader>,
     formats: BTreeMap<u16, Format>,
-    cmdlines: BTreeMap<i32, String>,
 }
 
 /// One buffer's per-CPU data: (cpu, offset, size), and whether its
@@ -177,7 +161,7 @@ pub fn tracing_data(bytes: &[u8], what: &str) -> Result<BTreeMap<u16, Format>, S
 }
 
 /// Reads `bytes`, a trace.dat file named `file`.
-pub fn read(bytes: &[u8], file: &str) -> Result<TraceDat, String> {
+pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
     let mut c = Cursor::new(bytes, 0, file.to_string());
     let (version, page_size) = front(&mut c)?;
     let version: u32 = version
@@ -231,13 +215,13 @@ pub fn read(bytes: &[u8], file: &str) -> Result<TraceDat, String> {
     }
     raw.sort_by_key(|e| (e.ts, e.cpu));
     let max_cpu = b.cpus.iter().map(|c| c.0 + 1).max().unwrap_or(0);
-    Ok(TraceDat {
-        version,
-        formats: h.formats,
+    Ok(Trace {
+        kind: format!("trace-cmd trace.dat v{version}"),
         raw,
+        formats: h.formats,
         lost_pages,
         ncpus: ncpus.max(max_cpu),
-        cmdlines: h.cmdlines,
+        tgids: BTreeMap::new(),
         notes,
     })
 }
@@ -342,16 +326,6 @@ fn event_formats(c: &mut Cursor, h: &mut Headers) -> Result<(), String> {
     Ok(())
 }
 
-fn cmdlines(text: &str, h: &mut Headers) {
-    for line in text.lines() {
-        if let Some((pid, comm)) = line.split_once(' ') {
-            if let Ok(pid) = pid.parse() {
-                h.cmdlines.insert(pid, comm.to_string());
-            }
-        }
-    }
-}
-
 /// The headers, the buffers, the CPU count, notes, and the compression.
 type Parsed = (Headers, Vec<Buffer>, usize, Vec<String>, String);
 
@@ -362,8 +336,8 @@ fn v6(c: &mut Cursor) -> Result<Parsed, String> {
     event_formats(c, &mut h)?;
     c.text(4, "kallsyms")?;
     c.text(4, "the printk formats")?;
-    let text = c.text(8, "the saved command lines")?;
-    cmdlines(&text, &mut h);
+    // The saved command lines: the events name every thread themselves.
+    c.text(8, "the saved command lines")?;
     let ncpus = c.u32("the count of CPUs")? as usize;
     let mut notes = Vec::new();
     let mut kind = c.take(10, "the data's kind")?.to_vec();
@@ -457,7 +431,7 @@ fn v7(c: &mut Cursor) -> Result<Parsed, String> {
                 }
                 3 => buffers.push(buffer(c.b, &file, &mut d)?),
                 8 => ncpus = d.u32("the CPU count")? as usize,
-                16..=18 | 21 => {
+                16..=18 => {
                     let off = d.u64("a section's offset")?;
                     let (_, s) = section(c.b, &file, &alg, off)?;
                     let mut sc = Cursor::new(&s, 0, format!("{file}'s section at {off:#x}"));
@@ -465,10 +439,7 @@ fn v7(c: &mut Cursor) -> Result<Parsed, String> {
                         16 => header_info(&mut sc, &mut h)?,
                         17 => ftrace_events(&mut sc)?,
                         18 => event_formats(&mut sc, &mut h)?,
-                        _ => {
-                            let text = sc.text(8, "the saved command lines")?;
-                            cmdlines(&text, &mut h);
-                        }
+                        _ => {}
                     }
                 }
                 22 => return Err(d.err("a latency trace (text, no per-CPU events): record with `trace-cmd record -e sched`")),

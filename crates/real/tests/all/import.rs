@@ -131,18 +131,7 @@ fn a_compact_sched_trace_written_by_perfetto_s_sdk_imports_as_its_source_did() {
 #[test]
 fn our_own_trace_reads_back_to_the_same_counts() {
     let (r, _) = import_bytes(&fixture("pipe-v6.dat"), "v6", &sched_pipe());
-    let names = r
-        .threads
-        .iter()
-        .map(|(id, t)| (*id, t.name.clone()))
-        .collect();
-    let conv = schedlab_real::replay::convert(
-        &r.record.events,
-        &r.life,
-        &names,
-        r.wall_ns,
-        schedlab_real::replay::Edges::Inbox,
-    );
+    let conv = r.convert(schedlab_real::replay::Edges::Inbox);
     let files = schedlab_real::files::files(&r, &conv, "v6", &[]).unwrap();
     // Our trace names each recorded thread `comm-tid`.
     let sel = Select {
