@@ -241,36 +241,22 @@ impl Reader {
     /// time order so each waking sees the CPU's task at its time.
     fn compact(&mut self, cpu: usize, c: &pf::CompactSched) {
         let comm = |i: u32| c.intern_table.get(i as usize).cloned().unwrap_or_default();
-        let n = [
-            c.switch_timestamp.len(),
-            c.switch_prev_state.len(),
-            c.switch_next_pid.len(),
-            c.switch_next_comm_index.len(),
-        ]
-        .into_iter()
-        .min()
-        .unwrap_or(0);
-        let mut switches = Vec::with_capacity(n);
-        let mut ts = 0u64;
-        for i in 0..n {
-            ts = ts.wrapping_add(c.switch_timestamp[i]);
-            switches.push((ts, i));
-        }
-        let m = [
-            c.waking_timestamp.len(),
-            c.waking_pid.len(),
-            c.waking_target_cpu.len(),
-            c.waking_comm_index.len(),
-        ]
-        .into_iter()
-        .min()
-        .unwrap_or(0);
-        let mut wakings = Vec::with_capacity(m);
-        let mut ts = 0u64;
-        for i in 0..m {
-            ts = ts.wrapping_add(c.waking_timestamp[i]);
-            wakings.push((ts, i));
-        }
+        let switches = undelta(
+            &c.switch_timestamp,
+            &[
+                c.switch_prev_state.len(),
+                c.switch_next_pid.len(),
+                c.switch_next_comm_index.len(),
+            ],
+        );
+        let wakings = undelta(
+            &c.waking_timestamp,
+            &[
+                c.waking_pid.len(),
+                c.waking_target_cpu.len(),
+                c.waking_comm_index.len(),
+            ],
+        );
         let (mut si, mut wi) = (0, 0);
         while si < switches.len() || wi < wakings.len() {
             let take_switch =
@@ -304,6 +290,21 @@ impl Reader {
             }
         }
     }
+}
+
+/// A compact column's events: (time, index), the times summed from 0 over
+/// the delta-encoded `ts`, as many as every column (`lens`) has.
+fn undelta(ts: &[u64], lens: &[usize]) -> Vec<(u64, usize)> {
+    let n = lens.iter().copied().fold(ts.len(), usize::min);
+    let mut at = 0u64;
+    ts[..n]
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            at = at.wrapping_add(*d);
+            (at, i)
+        })
+        .collect()
 }
 
 /// Reads `bytes`, a Perfetto trace named `file`.
