@@ -112,7 +112,7 @@ pub fn run(a: &ImportArgs) -> Result<(), Failure> {
     }
     if rec.lost_pages > 0 {
         say!(
-            "warning: the trace says events were lost before {} of its pages (or bundles): its counts are short by as many",
+            "warning: the trace says events were lost before {} of its pages (or bundles): its counts miss those events",
             rec.lost_pages
         );
     }

@@ -27,10 +27,6 @@ use crate::tracefs::{Format, Raw};
 /// the event was recorded in interrupt context.
 pub(crate) const IRQ_FLAGS: i64 = 0x08 | 0x10;
 
-/// The reason of a logged `sched_migrate_task` (a placement the kernel
-/// made; the trace writer writes it back as that event).
-pub const MIGRATE: &str = schedlab_trace::KERNEL_MIGRATION;
-
 /// How `sched_switch`'s `prev_state` says the previous task left: 0 (`R`)
 /// preempted, `EXIT_DEAD` or `EXIT_ZOMBIE` exited, anything else blocked.
 pub(crate) fn prev_state(state: i64) -> PrevState {
@@ -117,8 +113,7 @@ pub fn read(
     lost_pages: u64,
     starter: Option<i32>,
 ) -> KernelRecord {
-    let mut r = Reader::new(ours, lost_pages);
-    r.starter = starter;
+    let mut r = Reader::new(ours, lost_pages, starter);
     for e in raw {
         let Some(f) = formats.get(&e.id()) else {
             continue;
@@ -158,7 +153,11 @@ struct Reader<'o> {
 }
 
 impl<'o> Reader<'o> {
-    fn new(ours: &'o BTreeMap<i32, (u32, String, i32)>, lost_pages: u64) -> Reader<'o> {
+    fn new(
+        ours: &'o BTreeMap<i32, (u32, String, i32)>,
+        lost_pages: u64,
+        starter: Option<i32>,
+    ) -> Reader<'o> {
         let mut rec = KernelRecord {
             lost_pages,
             counters: COUNTERS.iter().map(|k| (k.to_string(), 0)).collect(),
@@ -191,7 +190,7 @@ impl<'o> Reader<'o> {
             waking_at: BTreeMap::new(),
             runnable_at: BTreeMap::new(),
             comms: BTreeMap::new(),
-            starter: None,
+            starter,
         }
     }
 
@@ -294,7 +293,8 @@ impl<'o> Reader<'o> {
                 task,
                 from: cpu("orig_cpu"),
                 to: cpu("dest_cpu"),
-                reason: MIGRATE,
+                // The trace writer writes it back as that event.
+                reason: schedlab_trace::KERNEL_MIGRATION,
             },
         });
     }

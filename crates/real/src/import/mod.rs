@@ -21,8 +21,7 @@
 //! (a glob matched against every name a thread had in the trace) choose,
 //! and of every task they started in it (`task_newtask`, or
 //! `sched_process_fork` where the trace has no `task_newtask`, as `perf
-//! sched record`'s); with neither,
-//! of every thread but the idle tasks. Each thread's process is its
+//! sched record`'s); with neither, of every thread but the idle tasks. Each thread's process is its
 //! `task_newtask`'s (a clone with `CLONE_THREAD` joins its parent's), or
 //! the trace's process tree (Perfetto), else its own id. `--cpus` keeps
 //! only the events of those CPUs.
@@ -32,11 +31,12 @@
 //! A pid the kernel gives again after its thread exited (SchedViz warns
 //! of this) would make two threads one: a `task_newtask` of a pid whose
 //! thread has exited (`sched_process_exit`, `sched_process_free`) starts a
-//! new thread, and the events from there are the new one's: the
-//! `N`th reuse of pid `P` is thread `N * 100000000 + P` (`comm-100000042`
-//! for pid 42's first reuse). Each such reuse is counted in a note. Events of equal
-//! time on different CPUs keep the order of their CPUs (the sort is
-//! stable by time, then CPU), as `record` orders its own.
+//! new thread, and the events from there are the new one's: the `N`th
+//! reuse of pid `P` is thread `N * 100000000 + P` (`comm-100000042` for
+//! pid 42's first reuse). Each such reuse is counted in a note. Events of
+//! equal time on different CPUs are ordered by CPU (every reader's events
+//! are sorted once, by time then CPU, in [`read_bytes`]), as `record`
+//! orders its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -78,9 +78,10 @@ pub fn read(path: &Path) -> Result<Trace, Error> {
     read_bytes(&bytes, &file).map_err(Error::Input)
 }
 
-/// Reads `bytes`, the trace file named `file`.
+/// Reads `bytes`, the trace file named `file`: its events in time order
+/// (then CPU).
 pub fn read_bytes(bytes: &[u8], file: &str) -> Result<Trace, String> {
-    let t = read_any(bytes, file)?;
+    let mut t = read_any(bytes, file)?;
     if t.ncpus > schedlab_topology::MAX_CPUS {
         return Err(format!(
             "{file}: {} CPUs: more than {} are not read",
@@ -88,6 +89,7 @@ pub fn read_bytes(bytes: &[u8], file: &str) -> Result<Trace, String> {
             schedlab_topology::MAX_CPUS
         ));
     }
+    t.raw.sort_by_key(|e| (e.ts, e.cpu));
     Ok(t)
 }
 
@@ -163,8 +165,7 @@ fn split_reused(raw: &mut [Raw], formats: &BTreeMap<u16, Format>) -> u64 {
         // The pid as the kernel wrote it (its thread's exit makes the pid
         // free again; the thread's last events, as its final switch, still
         // name it until a new task takes it).
-        let exiting = matches!(f.name.as_str(), "sched_process_exit" | "sched_process_free");
-        if exiting {
+        if matches!(f.name.as_str(), "sched_process_exit" | "sched_process_free") {
             gone.insert(e.int(f, "pid") as i32);
         }
         if f.name == "task_newtask" {
@@ -280,21 +281,10 @@ pub fn recording(
             sel.pids, sel.comms
         )));
     }
+    cpus_named_exist(&trace, m)?;
+    times_plausible(&trace)?;
     let first = trace.raw.first().map_or(0, |e| e.ts);
     let last = trace.raw.last().map_or(0, |e| e.ts);
-    if let Some(topo) = &m.topology {
-        if let Some(e) = trace.raw.iter().find(|e| e.cpu >= topo.num_cpus()) {
-            return Err(Error::Input(format!(
-                "the trace names CPU {} (an event at {} ns), which the topology {:?} ({} CPUs) lacks: give the topology of the machine the trace came from (--topology)",
-                e.cpu,
-                e.ts - first,
-                topo.name(),
-                topo.num_cpus()
-            )));
-        }
-    }
-    cpus_named_exist(&trace, m.ncpus)?;
-    times_plausible(&trace)?;
     let events = Events {
         raw: &trace.raw,
         formats: &trace.formats,
@@ -314,8 +304,13 @@ pub fn recording(
 }
 
 /// Every CPU an event names (where it was recorded, a wake's target, a
-/// migration's ends) is one of the machine's `ncpus`.
-fn cpus_named_exist(trace: &Trace, ncpus: usize) -> Result<(), Error> {
+/// migration's ends) is one of the machine's: its topology's, else its
+/// `ncpus`.
+fn cpus_named_exist(trace: &Trace, m: &Machine) -> Result<(), Error> {
+    let (ncpus, shape) = match &m.topology {
+        Some(t) => (t.num_cpus(), format!("the topology {:?}", t.name())),
+        None => (m.ncpus, "the machine".to_string()),
+    };
     let first = trace.raw.first().map_or(0, |e| e.ts);
     for e in &trace.raw {
         let Some(f) = trace.formats.get(&e.id()) else {
@@ -330,7 +325,7 @@ fn cpus_named_exist(trace: &Trace, ncpus: usize) -> Result<(), Error> {
             .find(|&c| c < 0 || c >= ncpus as i64)
         {
             return Err(Error::Input(format!(
-                "a {} at {} ns names CPU {cpu}, not one of the machine's {ncpus}: a corrupt trace, or give the machine's --topology",
+                "a {} at {} ns names CPU {cpu}, which {shape} ({ncpus} CPUs) lacks: give the topology of the machine the trace came from (--topology), or the trace is corrupt",
                 f.name,
                 e.ts.saturating_sub(first)
             )));

@@ -109,16 +109,9 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
                     no_raw += 1;
                     continue;
                 };
-                let cpu = cpu as usize;
-                if cpu >= schedlab_topology::MAX_CPUS {
-                    return Err(format!(
-                        "{file}: a sample on CPU {cpu}: more than {} CPUs are not read",
-                        schedlab_topology::MAX_CPUS
-                    ));
-                }
                 raw.push(Raw {
                     ts,
-                    cpu,
+                    cpu: cpu as usize,
                     payload: data.as_slice().into_owned(),
                 });
             }
@@ -126,7 +119,6 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
             Err(e) => return Err(format!("{file}: a record: {e}")),
         }
     }
-    raw.sort_by_key(|e| (e.ts, e.cpu));
     let mut notes = Vec::new();
     if no_raw > 0 {
         notes.push(format!(

@@ -139,7 +139,6 @@ impl<'f> Rec<'f> {
 /// The reader's state across bundles: each CPU's current task.
 struct Reader {
     formats: BTreeMap<u16, Format>,
-    by_name: BTreeMap<&'static str, u16>,
     current: BTreeMap<usize, (i32, String)>,
     raw: Vec<Raw>,
     unknown_prev: u64,
@@ -155,7 +154,8 @@ impl Reader {
         flags: u32,
         fill: impl FnOnce(&mut Rec),
     ) {
-        let f = &self.formats[&self.by_name[name]];
+        let id = FORMATS.iter().find(|f| f.0 == name).map_or(0, |f| f.1);
+        let f = &self.formats[&id];
         let mut r = Rec::new(f, common_pid, flags);
         fill(&mut r);
         self.raw.push(Raw {
@@ -312,13 +312,8 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
     let trace = pf::Trace::decode(bytes)
         .map_err(|e| format!("{file}: not a Perfetto trace (protobuf: {e})"))?;
     let formats = formats();
-    let by_name = formats
-        .iter()
-        .map(|(id, f)| (name_of(&f.name), *id))
-        .collect();
     let mut r = Reader {
         formats,
-        by_name,
         current: BTreeMap::new(),
         raw: Vec::new(),
         unknown_prev: 0,
@@ -331,12 +326,6 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
             Some(Data::FtraceEvents(b)) => {
                 bundles += 1;
                 let cpu = b.cpu.unwrap_or(0) as usize;
-                if cpu >= schedlab_topology::MAX_CPUS {
-                    return Err(format!(
-                        "{file}: a bundle of CPU {cpu}: more than {} CPUs are not read",
-                        schedlab_topology::MAX_CPUS
-                    ));
-                }
                 max_cpu = max_cpu.max(cpu + 1);
                 lost_pages += u64::from(b.lost_events.unwrap_or(false));
                 // Within a bundle, events and the compact columns are each
@@ -370,20 +359,13 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
             r.unknown_prev
         ));
     }
-    let mut raw = r.raw;
-    raw.sort_by_key(|e| (e.ts, e.cpu));
     Ok(Trace {
         kind: "Perfetto".into(),
-        raw,
+        raw: r.raw,
         formats: r.formats,
         lost_pages,
         ncpus: cpu_info.max(max_cpu),
         tgids,
         notes,
     })
-}
-
-/// The `'static` name of a format in [`FORMATS`].
-fn name_of(name: &str) -> &'static str {
-    FORMATS.iter().find(|f| f.0 == name).map_or("", |f| f.0)
 }

@@ -32,10 +32,6 @@ use crate::tracefs::{self, EventHeader, Format, PageHeader};
 /// The file's first ten bytes.
 pub const MAGIC: &[u8] = b"\x17\x08\x44tracing";
 
-/// The most CPUs a trace may name (the topology's limit: a corrupt count
-/// is refused, not allocated for).
-const MAX_CPUS: usize = schedlab_topology::MAX_CPUS;
-
 /// A position in the file, for errors that say where.
 struct Cursor<'b> {
     b: &'b [u8],
@@ -152,12 +148,18 @@ pub fn tracing_data(bytes: &[u8], what: &str) -> Result<BTreeMap<u16, Format>, S
     header_info(&mut c, &mut h)?;
     ftrace_events(&mut c)?;
     event_formats(&mut c, &mut h)?;
-    if !h.formats.values().any(|f| f.name == "sched_switch") {
-        return Err(format!(
-            "{what}: no sched_switch events' format: record with `perf sched record`"
-        ));
-    }
+    has_switches(&h.formats, what, "perf sched record")?;
     Ok(h.formats)
+}
+
+/// The trace `what` has the format of `sched_switch` (recorded by `how`).
+fn has_switches(formats: &BTreeMap<u16, Format>, what: &str, how: &str) -> Result<(), String> {
+    if formats.values().any(|f| f.name == "sched_switch") {
+        return Ok(());
+    }
+    Err(format!(
+        "{what}: the trace has no sched_switch events' format: record with `{how}`"
+    ))
 }
 
 /// Reads `bytes`, a trace.dat file named `file`.
@@ -177,11 +179,7 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
             "{file}: no header_page or header_event section: not a complete trace"
         ));
     };
-    if !h.formats.values().any(|f| f.name == "sched_switch") {
-        return Err(format!(
-            "{file}: the trace has no sched_switch events' format: record with `trace-cmd record -e sched`"
-        ));
-    }
+    has_switches(&h.formats, file, "trace-cmd record -e sched")?;
     let chosen = buffers
         .iter()
         .position(|b| b.name.is_empty() && b.cpus.iter().any(|c| c.2 > 0))
@@ -198,14 +196,9 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
         }
     }
     let b = &buffers[chosen];
-    if let Some(&(cpu, _, _)) = b.cpus.iter().find(|c| c.0 >= MAX_CPUS) {
-        return Err(format!(
-            "{file}: CPU {cpu} in the buffer's data: more than {MAX_CPUS} CPUs are not read"
-        ));
-    }
     let (mut raw, mut lost_pages) = (Vec::new(), 0);
     for &(cpu, off, size) in &b.cpus {
-        let alg = if b.chunked { alg.as_str() } else { "" };
+        let alg = b.chunked.then_some(alg.as_str());
         let data = cpu_data(bytes, file, off, size, alg)?;
         for page in data.chunks(page_size.max(1)) {
             let (evs, lost) = tracefs::parse_page(page, cpu, &ph, &eh);
@@ -213,7 +206,6 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
             lost_pages += u64::from(lost);
         }
     }
-    raw.sort_by_key(|e| (e.ts, e.cpu));
     let max_cpu = b.cpus.iter().map(|c| c.0 + 1).max().unwrap_or(0);
     Ok(Trace {
         kind: format!("trace-cmd trace.dat v{version}"),
@@ -226,12 +218,19 @@ pub fn read(bytes: &[u8], file: &str) -> Result<Trace, String> {
     })
 }
 
-/// One CPU's data, decompressed when the buffer is chunked.
-fn cpu_data(bytes: &[u8], file: &str, off: u64, size: u64, alg: &str) -> Result<Vec<u8>, String> {
+/// One CPU's data, decompressed by `alg` when the buffer is compressed
+/// in chunks.
+fn cpu_data(
+    bytes: &[u8],
+    file: &str,
+    off: u64,
+    size: u64,
+    alg: Option<&str>,
+) -> Result<Vec<u8>, String> {
     let mut c = Cursor::new(bytes, off as usize, file.to_string());
-    if alg.is_empty() {
+    let Some(alg) = alg else {
         return Ok(c.take(size as usize, "a CPU's data")?.to_vec());
-    }
+    };
     if size == 0 {
         return Ok(Vec::new());
     }
